@@ -1,0 +1,47 @@
+"""The default rendering: the right files, no template markers left, lint clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXPECTED_FILES = {
+    "README.md",
+    "Makefile",
+    "pyproject.toml",
+    "src/color_counts/__init__.py",
+    "src/color_counts/cli.py",
+    "src/color_counts/kafka_local/__init__.py",
+    "src/color_counts/kafka_local/process.py",
+    "src/color_counts/kafka_local/pom.xml",
+    "tests/conftest.py",
+    "tests/integration/test_broker_transactions.py",
+}
+
+
+def rendered_files(root: Path) -> set[str]:
+    return {str(path.relative_to(root)) for path in root.rglob("*") if path.is_file()}
+
+
+def test_default_rendering_has_the_expected_layout(rendered_default: Path) -> None:
+    assert rendered_default.name == "color-counts"
+    missing = EXPECTED_FILES - rendered_files(rendered_default)
+    assert not missing, f"missing from the rendered project: {sorted(missing)}"
+
+
+def test_no_template_markers_are_left(rendered_default: Path) -> None:
+    leftovers = []
+    for path in rendered_default.rglob("*"):
+        if path.is_file() and "/.github/" not in str(path):
+            text = path.read_text(errors="replace")
+            if "{{" in text or "{%" in text or "cookiecutter." in text:
+                leftovers.append(str(path.relative_to(rendered_default)))
+    assert not leftovers, f"template markers left in: {leftovers}"
+
+
+def test_rendered_project_is_ruff_clean(rendered_default: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "."], cwd=rendered_default, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,18 @@
+"""Run the rendered project's own test suite (unit and integration, on a real Kafka),
+exactly as a team would after forking it: `make test` in a fresh virtual environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def test_rendered_project_suite_passes(rendered_default: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    with capsys.disabled():  # stream the inner suite's output: CI logs show every test and the broker line
+        print(f"\n=== rendered project suite: make test in {rendered_default}", flush=True)
+        result = subprocess.run(["make", "test"], cwd=rendered_default, env=env)
+    assert result.returncode == 0, "the rendered project's test suite failed; its output is above"

@@ -1,0 +1,48 @@
+"""Shared fixtures: one real Kafka broker for the whole session, fresh topics per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from {{ cookiecutter.package_name }}.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
+
+
+@pytest.fixture(scope="session")
+def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
+    try:
+        with provide_kafka(tmp_path_factory.mktemp("kafka")) as handle:
+            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(handle.describe())
+            yield handle
+    except KafkaUnavailable as error:
+        pytest.fail(f"this test needs a real Kafka broker and none could be had.\n{error}", pytrace=False)
+
+
+@pytest.fixture
+def new_topic(kafka: KafkaHandle) -> Callable[..., str]:
+    """Create a uniquely named topic and return its name."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+
+    def create(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+        for future in futures.values():
+            future.result(timeout=30)
+        return name
+
+    return create
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In CI a skipped test is a failure: an integration test that did not run proves nothing."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        reporter.write_line(f"FAILED: {len(skipped)} test(s) skipped; CI does not allow skips.", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
