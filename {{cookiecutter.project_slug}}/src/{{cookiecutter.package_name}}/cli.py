@@ -1,14 +1,86 @@
-"""Command line: `{{ cookiecutter.package_name }} <command>`; `--help` lists the commands."""
+"""{{ cookiecutter.project_name }}: {{ cookiecutter.description }}
+
+Commands: run, status, produce-sample, topics, config, demo, kafka up|down."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
+from .config import DEFAULT_CONFIG_PATH, ConfigError, JobConfig, load_config
 from .kafka_local import KafkaUnavailable, daemon
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
+DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
+
+
+def _config(args: argparse.Namespace) -> JobConfig:
+    overrides = {}
+    for item in args.set or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(name, f"--set expects option=value, got {item!r}")
+        overrides[name.strip()] = value
+    path = Path(args.config) if args.config else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
+    return load_config(path, overrides)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .job import spark_session
+    from .runner import StopRequested, run
+
+    config = _config(args)
+    stop = StopRequested()
+    stop.install()
+    spark = spark_session(config)
+    try:
+        run(spark, config, stop, until_idle_batches=args.until_idle)
+    finally:
+        spark.stop()
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .status import print_status
+
+    print_status(_config(args))
+    return 0
+
+
+def _produce_sample(args: argparse.Namespace) -> int:
+    from .sample import make_events, produce
+
+    config = _config(args)
+    sample = make_events(args.count, args.seed, config.key_field, args.malformed_rate)
+    produce(config.bootstrap_servers, config.input_topic, sample.values)
+    print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); expected counts:")
+    print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))
+    return 0
+
+
+def _topics(args: argparse.Namespace) -> int:
+    from .topics import create_topics
+
+    config = _config(args)
+    for line in create_topics(config, args.partitions):
+        print(line)
+    return 0
+
+
+def _show_config(args: argparse.Namespace) -> int:
+    print(json.dumps(asdict(_config(args)), indent=1))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(Path(args.workdir), args.count, keep_kafka=args.keep_kafka)
 
 
 def _kafka(args: argparse.Namespace) -> int:
@@ -23,17 +95,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="{{ cookiecutter.package_name }}", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    kafka = commands.add_parser("kafka", help="start or stop a local single-node Kafka broker")
+    def command(name: str, handler, help: str, configured: bool = True) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        if configured:
+            sub.add_argument("--config", help=f"job file (default: {DEFAULT_CONFIG} when present)")
+            sub.add_argument("--set", action="append", metavar="OPTION=VALUE", help="override one option")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    run = command("run", _run, "start or resume the job from its checkpoint; SIGTERM stops it between batches")
+    run.add_argument("--until-idle", type=int, metavar="N",
+                     help="stop after N idle triggers in a row once input was processed (demos, tests)")
+    command("status", _status, "last committed batches, their offsets, sink log and lag")
+    sample = command("produce-sample", _produce_sample, "write sample events to the input topic")
+    sample.add_argument("--count", type=int, default=10_000)
+    sample.add_argument("--seed", type=int, default=1)
+    sample.add_argument("--malformed-rate", type=float, default=0.01)
+    topics = command("topics", _topics, "create the job's input, output and dead-letter topics if missing")
+    topics.add_argument("action", choices=["create"])
+    topics.add_argument("--partitions", type=int, default=4)
+    command("config", _show_config, "print the effective configuration")
+    demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data", configured=False)
+    demo.add_argument("--count", type=int, default=20_000)
+    demo.add_argument("--workdir", default="demo-run")
+    demo.add_argument("--keep-kafka", action="store_true", help="leave the local broker running afterwards")
+    kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker", configured=False)
     kafka.add_argument("action", choices=["up", "down"])
     kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
-    kafka.set_defaults(handler=_kafka)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KafkaUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

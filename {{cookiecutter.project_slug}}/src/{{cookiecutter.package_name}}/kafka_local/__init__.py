@@ -2,6 +2,8 @@
 
 1. ``KAFKA_BOOTSTRAP_SERVERS`` is set: use that cluster;
 2. a Docker engine answers: testcontainers starts Kafka (KRaft) in a container;
+   with ``KAFKA_PROVIDER=testcontainers`` and no engine, Podman is installed and serves one
+   (engine.py), and the image is built locally when it cannot be pulled (image.py);
 3. otherwise: a single-node broker from Apache Kafka's jars, resolved with Maven.
 
 ``KAFKA_PROVIDER`` (``env``, ``testcontainers``, ``process``) forces one branch, so CI
@@ -12,18 +14,21 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .containers import docker_engine_answers, kafka_container, wait_until_serving
+from .engine import container_engine
 from .errors import KafkaUnavailable
+from .image import ensure_kafka_image
 from .process import LocalKafkaBroker
 
 PROVIDERS = ("auto", "env", "testcontainers", "process")
 
-__all__ = ["KafkaHandle", "KafkaUnavailable", "LocalKafkaBroker", "PROVIDERS", "provide_kafka"]
+__all__ = ["PROVIDERS", "KafkaHandle", "KafkaUnavailable", "LocalKafkaBroker", "provide_kafka"]
 
 
 @dataclass
@@ -60,13 +65,16 @@ def provide_kafka(workdir: Path | None = None, provider: str | None = None) -> I
         yield KafkaHandle("env", bootstrap)
         return
     if choice == "testcontainers" or (choice == "auto" and docker_engine_answers()):
-        if not docker_engine_answers():
-            raise KafkaUnavailable("KAFKA_PROVIDER=testcontainers, but no Docker engine answers.")
-        with kafka_container() as (servers, container):
-            yield KafkaHandle(
-                "testcontainers", servers, image=container.image,
-                container_id=container.get_wrapped_container().short_id,
-            )
+        # Under auto an engine already answers, so container_engine() installs and starts nothing.
+        with container_engine():
+            image = ensure_kafka_image()
+            started = time.monotonic()
+            with kafka_container(image) as broker:
+                print(f"kafka: container broker serving in {time.monotonic() - started:.1f}s")
+                yield KafkaHandle(
+                    "testcontainers", broker.bootstrap_servers, image=image,
+                    container_id=broker.container_id, restart_broker=broker.restart,
+                )
         return
     with tempfile.TemporaryDirectory(prefix="kafka-local-", dir=workdir) as scratch:
         broker = LocalKafkaBroker(Path(scratch))

@@ -1,16 +1,18 @@
-"""Kafka in a container, started by testcontainers when a Docker engine answers."""
+"""Kafka in a container, started by testcontainers when a Docker engine answers
+(engine.py provides one with Podman; image.py provides the image)."""
 
 from __future__ import annotations
 
-import os
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from .errors import KafkaUnavailable
-from .process import free_port
+from .process import _new_cluster_id, free_port
 
-KAFKA_IMAGE = os.environ.get("KAFKA_IMAGE", "apache/kafka:4.1.1")
+DATA_DIR = "/var/lib/kafka/data"  # a volume in apache/kafka, owned by its non-root user
 
 
 def docker_engine_answers() -> bool:
@@ -40,6 +42,7 @@ def kafka_environment(port: int) -> dict[str, str]:
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
         "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "KAFKA_LOG_DIRS": DATA_DIR,
         "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
         "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
         "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
@@ -66,16 +69,66 @@ def wait_until_serving(bootstrap: str, timeout: float) -> None:
     raise KafkaUnavailable(f"Kafka at {bootstrap} did not answer within {timeout:.0f}s: {last_error}")
 
 
+class KafkaContainer:
+    """A started Kafka container whose data lives in a named volume, so it survives a kill."""
+
+    def __init__(self, container: Any, bootstrap: str, timeout: float) -> None:
+        self.container = container  # testcontainers' DockerContainer
+        self.bootstrap_servers = bootstrap
+        self.timeout = timeout
+
+    @property
+    def container_id(self) -> str:
+        return self.container.get_wrapped_container().short_id
+
+    def restart(self) -> None:
+        """SIGKILL the container (a crash, not a shutdown), start it again, wait until it serves.
+
+        The same container keeps its port binding and its data volume.
+        """
+        wrapped = self.container.get_wrapped_container()
+        wrapped.kill()  # SIGKILL by default
+        wrapped.wait(timeout=30)
+        wrapped.start()
+        wait_until_serving(self.bootstrap_servers, self.timeout)
+
+
 @contextmanager
-def kafka_container(image: str = KAFKA_IMAGE, timeout: float = 120.0) -> Iterator[tuple[str, object]]:
-    """Yield (bootstrap servers, container) for a Kafka container; removed on exit."""
+def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContainer]:
+    """Yield a serving Kafka container; the container and its data volume are removed on exit."""
     from testcontainers.core.container import DockerContainer
 
     port = free_port()
-    container = DockerContainer(image).with_bind_ports(port, port)
+    volume = f"kafka-data-{uuid.uuid4().hex[:12]}"
+    container = (
+        DockerContainer(image)
+        .with_bind_ports(port, port)
+        .with_volume_mapping(volume, DATA_DIR, "rw")
+        .with_env("CLUSTER_ID", _new_cluster_id())
+    )
     for name, value in kafka_environment(port).items():
         container = container.with_env(name, value)
-    with container:
-        bootstrap = f"127.0.0.1:{port}"
-        wait_until_serving(bootstrap, timeout)
-        yield bootstrap, container
+    try:
+        with container:
+            started = KafkaContainer(container, f"127.0.0.1:{port}", timeout)
+            try:
+                wait_until_serving(started.bootstrap_servers, timeout)
+            except KafkaUnavailable as error:
+                logs = b"".join(container.get_logs()).decode(errors="replace")
+                raise KafkaUnavailable(f"{error}\nlast container output:\n{logs[-3000:]}") from None
+            yield started
+    finally:
+        _remove_volume(volume)
+
+
+def _remove_volume(name: str) -> None:
+    import docker
+    import docker.errors
+
+    client = docker.from_env()
+    try:
+        client.volumes.get(name).remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    finally:
+        client.close()

@@ -1,0 +1,63 @@
+"""Start-up checks: each failure names the configuration option to fix."""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from . import checkpoint
+from .config import ConfigError, JobConfig
+from .job import event_schema
+from .sink.marker import read_markers
+from .storage import resolve_location
+
+
+def check_kafka(config: JobConfig, timeout: float = 15.0) -> None:
+    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers, "socket.connection.setup.timeout.ms": 5000})
+    try:
+        topics = admin.list_topics(timeout=timeout).topics
+    except Exception as error:  # noqa: BLE001 - any failure here means "unreachable"
+        raise ConfigError(
+            "bootstrap_servers", f"cannot reach Kafka at {config.bootstrap_servers} within {timeout:.0f}s ({error})"
+        ) from None
+    for option in ("input_topic", "output_topic", "dead_letter_topic"):
+        name = getattr(config, option)
+        if name not in topics:
+            raise ConfigError(
+                option, f"topic {name!r} does not exist on {config.bootstrap_servers}; create it first "
+                "(`{{ cookiecutter.package_name }} topics create` creates the job's topics)"
+            )
+
+
+def check_filter(spark: SparkSession, config: JobConfig) -> None:
+    """Analyse the filter against the parsed event schema, without running anything."""
+    empty = spark.createDataFrame([], event_schema(config).spark_ddl())
+    try:
+        empty.where(config.filter).schema  # noqa: B018 - forces analysis
+    except PySparkException as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise ConfigError("filter", f"{config.filter!r} is not a valid Spark SQL filter: {first_line}") from None
+
+
+def check_sink_identity(config: JobConfig) -> None:
+    """A fresh checkpoint must not meet a sink id that already published batches: the new
+    query's batch ids start at 0 again and would be taken for already-published ones."""
+    if not config.exactly_once:
+        return
+    location = resolve_location(config.checkpoint_location)
+    if not checkpoint.is_new(location):
+        return
+    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id)
+    if markers:
+        raise ConfigError(
+            "sink_id", f"sink {config.sink_id!r} already published batches up to {max(markers.values())} "
+            f"(marker topic {config.marker_topic!r}), but checkpoint {location} is new. Restore the checkpoint, "
+            "or give this job a new sink_id."
+        )
+
+
+def run_all(spark: SparkSession, config: JobConfig) -> None:
+    check_kafka(config)
+    check_filter(spark, config)
+    check_sink_identity(config)

@@ -1,0 +1,158 @@
+"""Supervision: run the query, log progress, restart it after a failure as the restart
+strategy says, and stop cleanly at a batch boundary on SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from . import preflight
+from .config import JobConfig
+from .job import build_query
+
+log = logging.getLogger(__name__)
+
+
+class GaveUp(RuntimeError):
+    """The restart strategy allows no more restarts."""
+
+
+@dataclass
+class RestartStrategy:
+    """Flink's strategies: fixed-delay (at most `attempts` restarts), exponential-backoff
+    (delay doubles up to a maximum, at most `attempts`), failure-rate (at most `attempts`
+    failures within `interval`), none."""
+
+    kind: str
+    attempts: int
+    delay: float
+    max_delay: float
+    interval: float
+    failures: deque[float] = field(default_factory=deque)
+
+    @classmethod
+    def from_config(cls, config: JobConfig) -> RestartStrategy:
+        return cls(config.restart_strategy, config.restart_attempts, config.restart_delay_seconds,
+                   config.restart_max_delay_seconds, config.failure_rate_interval_seconds)
+
+    def next_delay(self, now: float) -> float:
+        """Record a failure; return the delay before the restart, or raise GaveUp."""
+        self.failures.append(now)
+        if self.kind == "none":
+            raise GaveUp("restart_strategy is none")
+        if self.kind == "failure-rate":
+            while self.failures and self.failures[0] < now - self.interval:
+                self.failures.popleft()
+            if len(self.failures) > self.attempts:
+                raise GaveUp(f"{len(self.failures)} failures within {self.interval:.0f}s (at most {self.attempts})")
+            return self.delay
+        if len(self.failures) > self.attempts:
+            raise GaveUp(f"{len(self.failures)} failures; restart_attempts is {self.attempts}")
+        if self.kind == "exponential-backoff":
+            return min(self.delay * 2 ** (len(self.failures) - 1), self.max_delay)
+        return self.delay
+
+
+class StopRequested:
+    """Set by SIGTERM/SIGINT; the runner stops between batches."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def install(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self.event.set())
+
+
+def stop_at_batch_boundary(query: StreamingQuery, timeout: float = 120.0) -> None:
+    """Wait until no batch is running, then stop: no batch is cut in half."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
+def describe_progress(progress: dict) -> str:
+    source = (progress.get("sources") or [{}])[0]
+    lag = _lag(source.get("latestOffset"), source.get("endOffset"))
+    return (
+        f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0)} records in "
+        f"{progress.get('durationMs', {}).get('triggerExecution', 0)} ms, "
+        f"{progress.get('processedRowsPerSecond') or 0:.0f} records/s, lag {lag}"
+    )
+
+
+def _lag(latest: object, end: object) -> int | str:
+    import json
+
+    try:
+        latest_offsets = json.loads(latest) if isinstance(latest, str) else latest
+        end_offsets = json.loads(end) if isinstance(end, str) else end
+        return sum(max(0, int(latest_offsets[p]) - int(end_offsets.get(p, 0))) for p in latest_offsets)
+    except (TypeError, ValueError, AttributeError):
+        return "?"
+
+
+def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = None,
+        until_idle_batches: int | None = None) -> None:
+    """Run and supervise the query until stopped, or (with `until_idle_batches`) until that many
+    consecutive batches found no new input after at least one batch did."""
+    stop = stop or StopRequested()
+    strategy = RestartStrategy.from_config(config)
+    preflight.run_all(spark, config)
+    while True:
+        query = build_query(spark, config).start()
+        log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
+                 config.checkpoint_location)
+        try:
+            if _supervise(query, stop, until_idle_batches):
+                return
+        except StreamingQueryException as error:
+            delay = _restart_delay(strategy, error)
+            log.warning("restarting the query in %.1fs", delay)
+            if stop.event.wait(delay):
+                return
+
+
+def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
+    summary = str(error).strip().splitlines()[0][:500]
+    log.error("query failed: %s", summary)
+    try:
+        return strategy.next_delay(time.monotonic())
+    except GaveUp as gave_up:
+        raise GaveUp(f"giving up: {gave_up}; last failure: {summary}") from error
+
+
+def _supervise(query: StreamingQuery, stop: StopRequested, until_idle_batches: int | None) -> bool:
+    """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
+    last_seen = None
+    idle = 0
+    seen_input = False
+    while True:
+        if stop.event.is_set():
+            log.info("stop requested: stopping at the next batch boundary")
+            stop_at_batch_boundary(query)
+            return True
+        if query.awaitTermination(1.0):
+            query.exception() and query.awaitTermination()  # raises the failure, if any
+            return True
+        progress = query.lastProgress
+        if progress and progress["timestamp"] != last_seen:  # idle triggers report too, same batch id
+            last_seen = progress["timestamp"]
+            if progress.get("numInputRows", 0) > 0:
+                log.info(describe_progress(progress))
+            if progress.get("numInputRows", 0) > 0:
+                seen_input, idle = True, 0
+            else:
+                idle += 1
+            if until_idle_batches is not None and seen_input and idle >= until_idle_batches:
+                stop_at_batch_boundary(query)
+                return True

@@ -1,0 +1,3 @@
+from .kafka_sink import SINK_NAME, KafkaSink
+
+__all__ = ["SINK_NAME", "KafkaSink"]

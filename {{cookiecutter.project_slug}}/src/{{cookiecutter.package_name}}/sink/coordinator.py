@@ -1,0 +1,226 @@
+"""Phase 2 (commit), on the driver: publish a batch that every sink task has staged.
+
+Spark calls `commit(messages, N)` only after every task of batch N succeeded, so the state
+store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
+on batch N must become visible exactly once, whatever crashes.
+
+    Step 1. Recovery: if the sink log says N is committed, or every shard's batch marker
+            is at N or later, N was published before a crash: publish nothing.
+    Step 2. Write the sink log entry for N, status `prepared`, before touching Kafka.
+    Step 3. Per shard, one short Kafka transaction: the staged records, the dead letters
+            (staged with them), and the batch marker.
+    Step 4. Commit it: retry a commit that timed out, abort when the error requires it,
+            fail the query when the producer is fenced or fatal.
+    Step 5. Mark the log entry `committed`.
+    Step 6. Delete staged files older than the retention.
+
+A new driver's `init_transactions` fences the old one and aborts its open transaction, so a
+crash between steps 2 and 4 leaves nothing visible and Spark's re-run publishes once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException, Producer
+
+from ..storage import filesystem, list_names, read_bytes
+from . import faults
+from .marker import NO_BATCH, ensure_marker_topic, marker_key, marker_value, read_markers
+from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
+from .stage import StagedFile, read_staged, sink_dir, staging_dir
+
+LOG_ENTRIES_KEPT = 100
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    bootstrap_servers: str
+    checkpoint: str
+    sink_id: str
+    transactional_id_prefix: str
+    marker_topic: str
+    shards: int = 1
+    commit_timeout_seconds: float = 60.0
+    staging_retention_batches: int = 2
+
+    def transactional_id(self, shard: int) -> str:
+        """Stable across restarts: the next driver's producer fences this one's."""
+        return f"{self.transactional_id_prefix}-{self.sink_id}-{shard}"
+
+
+class ProducerFenced(RuntimeError):
+    """Another driver took over this sink's transactional id: this one must stop."""
+
+
+class CommitFailed(RuntimeError):
+    """The batch's transaction did not commit; Spark fails the batch and re-runs it."""
+
+
+class _Shard:
+    """One transactional producer and the last batch its marker says it published.
+    Lives as long as the driver's Python process, so `init_transactions` runs once."""
+
+    def __init__(self, settings: SinkSettings, shard: int) -> None:
+        self.shard = shard
+        self.transactional_id = settings.transactional_id(shard)
+        self.producer = Producer({
+            "bootstrap.servers": settings.bootstrap_servers,
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": int(max(settings.commit_timeout_seconds * 2, 60) * 1000),
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_097_151,
+            "compression.type": "lz4",
+        })
+        # Fences any older producer with this id and completes or aborts its open transaction;
+        # only after that is the marker a settled fact.
+        self.producer.init_transactions(settings.commit_timeout_seconds)
+        self.published = NO_BATCH
+
+
+_shards: dict[tuple[str, str, int], _Shard] = {}
+
+
+def _shards_for(settings: SinkSettings) -> list[_Shard]:
+    keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
+    missing = [key for key in keys if key not in _shards]
+    if missing:
+        ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic)
+        for key in missing:
+            _shards[key] = _Shard(settings, key[2])
+        markers = read_markers(settings.bootstrap_servers, settings.marker_topic, settings.sink_id)
+        for key in missing:
+            _shards[key].published = markers.get(key[2], NO_BATCH)
+    return [_shards[key] for key in keys]
+
+
+def _forget(settings: SinkSettings) -> None:
+    """After a failed commit the producer's state is unknown: start afresh next time."""
+    for shard in range(settings.shards):
+        stale = _shards.pop((settings.bootstrap_servers, settings.transactional_id(shard), shard), None)
+        if stale is not None:
+            stale.producer.flush(0)
+
+
+def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batch_id: int) -> LogEntry:
+    faults.maybe_crash(faults.AFTER_STAGING, batch_id)
+    log = SinkLog(settings.checkpoint, settings.sink_id)
+    staged = sorted((m for m in messages if m is not None), key=lambda m: m.path)
+    try:
+        shards = _shards_for(settings)
+
+        # Step 1. Recovery: already published before a crash?
+        previous = log.read(batch_id)
+        if previous is not None and previous.status == COMMITTED:
+            return previous
+        pending = [shard for shard in shards if shard.published < batch_id]
+        entry = LogEntry(
+            batch_id=batch_id,
+            status=PREPARED,
+            transactional_ids=[shard.transactional_id for shard in shards],
+            staged=staged,
+            source_offsets=_source_offsets(settings.checkpoint, batch_id),
+            records=sum(m.rows for m in staged),
+        )
+        if pending:
+            # Step 2. The log entry, before Kafka is touched.
+            log.write(entry)
+            faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
+            # Steps 3 and 4, per shard.
+            for shard in pending:
+                _publish(settings, shard, [m for m in staged if _shard_of(m, settings.shards) == shard.shard], batch_id)
+        # Step 5.
+        entry.status = COMMITTED
+        entry.committed_at = time.time()
+        log.write(entry)
+    except Exception:
+        _forget(settings)
+        raise
+    # Step 6.
+    _clean(settings, log, batch_id)
+    return entry
+
+
+def _shard_of(staged: StagedFile, shards: int) -> int:
+    """Staged files go to shards by the task's partition id, which a re-run of the batch keeps."""
+    partition = int(staged.path.rsplit("/", 1)[1].split("-", 1)[0])
+    return partition % shards
+
+
+def _publish(settings: SinkSettings, shard: _Shard, staged: list[StagedFile], batch_id: int) -> None:
+    producer = shard.producer
+    records = 0
+    producer.begin_transaction()
+    try:
+        # Step 3. The staged records (counts and dead letters), then the marker.
+        headers = [("batch_id", str(batch_id).encode())]
+        for message in staged:
+            table = read_staged(settings.checkpoint, message)
+            topics, keys, values = (table.column(name).to_pylist() for name in ("topic", "key", "value"))
+            for topic, key, value in zip(topics, keys, values, strict=True):
+                _produce(producer, topic, key, value, headers)
+            records += table.num_rows
+        _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
+                 marker_value(settings.sink_id, shard.shard, batch_id, records), headers)
+        faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
+        # Step 4.
+        _commit(producer, settings.commit_timeout_seconds)
+    except KafkaException as error:
+        kafka_error = error.args[0]
+        if kafka_error.fatal():
+            raise ProducerFenced(
+                f"transactional id {shard.transactional_id}: {kafka_error.str()}. Another job (or a newer "
+                "instance of this one) uses the same sink id; this one stops."
+            ) from error
+        if kafka_error.txn_requires_abort():
+            producer.abort_transaction(settings.commit_timeout_seconds)
+        raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: {kafka_error.str()}") from error
+    shard.published = batch_id
+    faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
+
+
+def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, headers=headers)
+            return
+        except BufferError:  # the local queue is full: let librdkafka send some first
+            producer.poll(0.05)
+
+
+def _commit(producer: Producer, timeout: float) -> None:
+    """Commit; a commit that timed out is retried (Kafka documents it as retriable)."""
+    deadline = time.monotonic() + timeout * 3
+    while True:
+        try:
+            producer.commit_transaction(timeout)
+            return
+        except KafkaException as error:
+            if error.args[0].retriable() and time.monotonic() < deadline:
+                continue
+            raise
+
+
+def _source_offsets(checkpoint: str, batch_id: int) -> dict:
+    """The source offsets of batch N, from Spark's `offsets/N` (one JSON line per source)."""
+    fs, base = filesystem(checkpoint)
+    try:
+        lines = read_bytes(fs, f"{base}/offsets/{batch_id}").decode().splitlines()
+    except (FileNotFoundError, OSError):
+        return {}
+    return {"sources": [json.loads(line) for line in lines[2:] if line.strip() and line.strip() != "-"]}
+
+
+def _clean(settings: SinkSettings, log: SinkLog, batch_id: int) -> None:
+    """Keep the staged files of the last few batches (for debugging) and the last log entries."""
+    fs, base = filesystem(settings.checkpoint)
+    for name in list_names(fs, f"{base}/{sink_dir(settings.sink_id)}/staging"):
+        if name.isdigit() and int(name) <= batch_id - settings.staging_retention_batches:
+            fs.delete_dir(f"{base}/{staging_dir(settings.sink_id, int(name))}")
+    for old in log.batch_ids():
+        if old <= batch_id - LOG_ENTRIES_KEPT:
+            fs.delete_file(f"{log.directory}/{old}.json")

@@ -1,0 +1,80 @@
+"""The batch marker: the last batch each commit shard published, written in the same Kafka
+transaction as the batch's records, to a compacted topic keyed by sink and shard (it never
+expires, unlike consumer-group offsets). Read with read_committed, so "batch N is visible"
+and "the marker says N" are one atomic fact."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+NO_BATCH = -1
+
+
+def marker_key(sink_id: str, shard: int) -> bytes:
+    return f"{sink_id}/{shard}".encode()
+
+
+def marker_value(sink_id: str, shard: int, batch_id: int, records: int) -> bytes:
+    return json.dumps(
+        {"sink_id": sink_id, "shard": shard, "batch_id": batch_id, "records": records, "at": time.time()}
+    ).encode()
+
+
+def ensure_marker_topic(bootstrap_servers: str, topic: str) -> None:
+    """Create the compacted, single-partition marker topic unless it exists."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    if topic in admin.list_topics(timeout=30).topics:
+        return
+    futures = admin.create_topics(
+        [NewTopic(topic, 1, -1, config={"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"})]
+    )
+    for future in futures.values():
+        try:
+            future.result(timeout=30)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def read_markers(bootstrap_servers: str, topic: str, sink_id: str, timeout: float = 30.0) -> dict[int, int]:
+    """The last committed batch of every shard of `sink_id`: {shard: batch id}."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": f"marker-reader-{uuid.uuid4().hex}",
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+    })
+    markers: dict[int, int] = {}
+    prefix = f"{sink_id}/".encode()
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return markers  # no marker topic yet: nothing was ever published
+        partition = TopicPartition(topic, 0, 0)
+        low, high = consumer.get_watermark_offsets(partition, timeout=timeout)
+        if high <= low:
+            return markers
+        partition.offset = low
+        consumer.assign([partition])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return markers
+                raise KafkaException(message.error())
+            key = message.key() or b""
+            if key.startswith(prefix) and message.value() is not None:
+                shard = int(key[len(prefix):])
+                markers[shard] = max(markers.get(shard, NO_BATCH), json.loads(message.value())["batch_id"])
+        raise TimeoutError(f"reading the batch markers from {topic!r} took longer than {timeout:.0f}s")
+    finally:
+        consumer.close()

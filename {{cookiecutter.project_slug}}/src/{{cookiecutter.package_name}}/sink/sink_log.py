@@ -1,0 +1,59 @@
+"""The sink log: one entry per batch, `<checkpoint>/sinks/<sink>/log/<N>.json`, written
+before Kafka is touched. It is the coordinator's record of what batch N publishes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
+from .stage import StagedFile, sink_dir
+
+PREPARED = "prepared"
+COMMITTED = "committed"
+
+
+@dataclass
+class LogEntry:
+    batch_id: int
+    status: str
+    transactional_ids: list[str]
+    staged: list[StagedFile]
+    source_offsets: dict = field(default_factory=dict)
+    records: int = 0
+    committed_at: float | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> LogEntry:
+        raw = json.loads(data)
+        raw["staged"] = [StagedFile(**item) for item in raw["staged"]]
+        return cls(**raw)
+
+
+class SinkLog:
+    def __init__(self, checkpoint: str, sink_id: str) -> None:
+        self.fs, base = filesystem(checkpoint)
+        self.directory = f"{base}/{sink_dir(sink_id)}/log"
+
+    def _path(self, batch_id: int) -> str:
+        return f"{self.directory}/{batch_id}.json"
+
+    def read(self, batch_id: int) -> LogEntry | None:
+        path = self._path(batch_id)
+        return LogEntry.from_json(read_bytes(self.fs, path)) if exists(self.fs, path) else None
+
+    def write(self, entry: LogEntry) -> None:
+        """Write atomically. A committed entry is never replaced: that batch is published."""
+        current = self.read(entry.batch_id)
+        if current is not None and current.status == COMMITTED and current != entry:
+            raise RuntimeError(f"sink log: batch {entry.batch_id} is already committed; refusing to overwrite it")
+        write_atomic(self.fs, self._path(entry.batch_id), entry.to_json())
+
+    def batch_ids(self) -> list[int]:
+        return sorted(int(name.split(".")[0]) for name in list_names(self.fs, self.directory) if name.endswith(".json"))
+
+    def latest(self, count: int = 10) -> list[LogEntry]:
+        return [entry for batch in self.batch_ids()[-count:] if (entry := self.read(batch)) is not None]

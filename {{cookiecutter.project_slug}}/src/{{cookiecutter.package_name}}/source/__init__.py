@@ -1,0 +1,3 @@
+from .kafka_source import SOURCE_NAME, KafkaSource
+
+__all__ = ["SOURCE_NAME", "KafkaSource"]

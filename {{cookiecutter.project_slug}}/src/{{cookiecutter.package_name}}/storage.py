@@ -1,0 +1,50 @@
+"""Files under the checkpoint through `pyarrow.fs`, so local paths, HDFS and S3 all work."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from pyarrow import fs as pafs
+
+
+def resolve_location(location: str) -> str:
+    """A URI for `location`; a bare path becomes an absolute local one (on a cluster, use a
+    shared URI such as s3://bucket/path or hdfs://: every executor must see the same files)."""
+    if "://" in location:
+        return location
+    return "file://" + os.path.abspath(location)
+
+
+def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
+    return pafs.FileSystem.from_uri(resolve_location(location))
+
+
+def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    """Readers see either nothing or the whole file: S3 puts are atomic, elsewhere write
+    a temporary name and rename it."""
+    parent = path.rsplit("/", 1)[0]
+    fs.create_dir(parent, recursive=True)
+    if fs.type_name == "s3":
+        with fs.open_output_stream(path) as out:
+            out.write(data)
+        return
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    with fs.open_output_stream(temporary) as out:
+        out.write(data)
+    fs.move(temporary, path)
+
+
+def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:
+    with fs.open_input_stream(path) as stream:
+        return stream.readall()
+
+
+def exists(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def list_names(fs: pafs.FileSystem, directory: str) -> list[str]:
+    if not exists(fs, directory):
+        return []
+    return [info.base_name for info in fs.get_file_info(pafs.FileSelector(directory))]

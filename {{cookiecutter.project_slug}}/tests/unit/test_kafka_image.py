@@ -1,0 +1,55 @@
+"""The local Kafka image: its entrypoint reads the same KAFKA_* variables as apache/kafka,
+and its tag changes exactly when its recipe does."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from importlib import resources
+
+import pytest
+
+from {{ cookiecutter.package_name }}.kafka_local import containers, image
+
+
+def entrypoint_properties(env: dict[str, str]) -> dict[str, str]:
+    script = resources.files(image.__package__).joinpath("image", "entrypoint.sh")
+    with resources.as_file(script) as path:
+        output = subprocess.run(
+            ["sh", str(path), "properties"], env={"PATH": "/usr/bin:/bin", **env},
+            capture_output=True, text=True, check=True,
+        ).stdout
+    return dict(line.split("=", 1) for line in output.splitlines())
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_entrypoint_translates_the_apache_kafka_variables():
+    properties = entrypoint_properties(containers.kafka_environment(9092))
+    assert properties["transaction.state.log.replication.factor"] == "1"
+    assert properties["transaction.state.log.min.isr"] == "1"
+    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
+    assert properties["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    assert properties["log.dirs"] == containers.DATA_DIR
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_entrypoint_escapes_and_skips_like_apache_kafka():
+    properties = entrypoint_properties({
+        "KAFKA_SOME__NAME___X": "a=b",  # "__" is "_", "___" is "-", values keep their "="
+        "KAFKA_HEAP_OPTS": "-Xmx1g",  # a JVM setting, not a broker property
+        "OTHER": "1",
+    })
+    assert properties == {"some_name-x": "a=b", "log.dirs": "/var/lib/kafka/data"}
+
+
+def test_local_image_tag_carries_version_and_recipe_hash():
+    tag = image.local_image()
+    assert tag == f"{image.LOCAL_REPOSITORY}:{image.KAFKA_VERSION}-{image.recipe_hash()}"
+    assert image.recipe_hash() == image.recipe_hash()
+
+
+def test_unreachable_registry_is_detected_fast():
+    started = time.monotonic()
+    assert not image.registry_reachable("registry.invalid/kafka:1", timeout=2)
+    assert time.monotonic() - started < 10
