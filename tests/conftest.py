@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from cookiecutter.main import cookiecutter
@@ -18,3 +23,33 @@ def render(output_dir: Path, **answers: str) -> Path:
 def rendered_default(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project as `cookiecutter <template>` renders it with every default answer."""
     return render(tmp_path_factory.mktemp("default"))
+
+
+def load_hook(name: str) -> ModuleType:
+    """A hook file as a module: its answers are read inside main(), so importing it is safe."""
+    spec = importlib.util.spec_from_file_location(f"hook_{name}", TEMPLATE / "hooks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def default_answers(rendered_default: Path) -> dict[str, str]:
+    """Every default answer, as the post-generation hook recorded them."""
+    return json.loads((rendered_default / ".cookiecutter.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def project_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One venv with the rendered project's dependencies, installed once (pip's cache makes it quick).
+    A rendering's unit tests then run with this interpreter and PYTHONPATH=<rendering>/src."""
+    source = render(tmp_path_factory.mktemp("venv-source"))
+    venv = tmp_path_factory.mktemp("project-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", f"{source}[dev]"],
+        check=True,
+    )
+    return python

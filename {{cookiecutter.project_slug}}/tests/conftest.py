@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness import JobUnderTest
 
 from {{ cookiecutter.package_name }}.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
 
@@ -46,3 +48,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if skipped and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         reporter.write_line(f"FAILED: {len(skipped)} test(s) skipped; CI does not allow skips.", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path) -> JobUnderTest:
+    """A job wired to fresh input (4 partitions), output and dead-letter topics."""
+    return JobUnderTest(
+        bootstrap_servers=kafka.bootstrap_servers,
+        workdir=tmp_path,
+        input_topic=new_topic("events", partitions=4),
+        output_topic=new_topic("counts", partitions=2),
+        dead_letter_topic=new_topic("dead", partitions=1),
+    )

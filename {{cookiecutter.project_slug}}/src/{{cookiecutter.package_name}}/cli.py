@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config import DEFAULT_CONFIG_PATH, ConfigError, JobConfig, load_config
 from .kafka_local import KafkaUnavailable, daemon
+from .sink import faults
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
@@ -32,9 +33,12 @@ def _config(args: argparse.Namespace) -> JobConfig:
 
 def _run(args: argparse.Namespace) -> int:
     from .job import spark_session
+    from .preflight import check_kafka
     from .runner import StopRequested, run
 
     config = _config(args)
+    check_kafka(config)  # before Spark starts: a wrong broker or topic fails in seconds
+    faults.record_driver_process_group()
     stop = StopRequested()
     stop.install()
     spark = spark_session(config)

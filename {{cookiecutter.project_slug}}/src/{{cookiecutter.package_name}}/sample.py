@@ -18,7 +18,11 @@ MALFORMED = [b"{not json", b"[1, 2, 3]", b'{"size": 3}', b'{"color": 42}', b"\xf
 class SampleInput:
     values: list[bytes] = field(default_factory=list)
     expected_counts: Counter[str] = field(default_factory=Counter)
-    malformed: int = 0
+    malformed_values: list[bytes] = field(default_factory=list)
+
+    @property
+    def malformed(self) -> int:
+        return len(self.malformed_values)
 
 
 def make_events(count: int, seed: int, key_field: str = "{{ cookiecutter.key_field }}",
@@ -33,7 +37,7 @@ def make_events(count: int, seed: int, key_field: str = "{{ cookiecutter.key_fie
     for i in range(count):
         if malformed_rate and rng.random() < malformed_rate:
             sample.values.append(MALFORMED[i % len(MALFORMED)])
-            sample.malformed += 1
+            sample.malformed_values.append(MALFORMED[i % len(MALFORMED)])
             continue
         key = rng.choices(keys, weights)[0]
         sample.values.append(json.dumps({key_field: key, "seq": i}).encode())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -53,18 +53,24 @@ def kafka_environment(port: int) -> dict[str, str]:
     }
 
 
-def wait_until_serving(bootstrap: str, timeout: float) -> None:
+def wait_until_serving(bootstrap: str, timeout: float, alive: Callable[[], bool] | None = None) -> None:
+    """Wait until Kafka answers; give up early when `alive` says the broker has exited."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # Quiet (critical only): "connection refused" is expected while the broker starts.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
     deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
+    last_error = ""
     while time.monotonic() < deadline:
         try:
             admin.list_topics(timeout=2)
             return
         except Exception as error:  # noqa: BLE001 - retried until the deadline
-            last_error = error
+            # Keep the text only: the exception's traceback would keep the client alive (and
+            # retrying in the background) after this function returns.
+            last_error = str(error)
+            if alive is not None and not alive():
+                raise KafkaUnavailable(f"Kafka at {bootstrap} exited while starting: {last_error}") from None
             time.sleep(0.5)
     raise KafkaUnavailable(f"Kafka at {bootstrap} did not answer within {timeout:.0f}s: {last_error}")
 
@@ -90,7 +96,12 @@ class KafkaContainer:
         wrapped.kill()  # SIGKILL by default
         wrapped.wait(timeout=30)
         wrapped.start()
-        wait_until_serving(self.bootstrap_servers, self.timeout)
+        wait_until_serving(self.bootstrap_servers, self.timeout, self.running)
+
+    def running(self) -> bool:
+        wrapped = self.container.get_wrapped_container()
+        wrapped.reload()
+        return wrapped.status == "running"
 
 
 @contextmanager
@@ -104,7 +115,7 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
         DockerContainer(image)
         .with_bind_ports(port, port)
         .with_volume_mapping(volume, DATA_DIR, "rw")
-        .with_env("CLUSTER_ID", _new_cluster_id())
+        .with_env("CLUSTER_ID", _cluster_id())
     )
     for name, value in kafka_environment(port).items():
         container = container.with_env(name, value)
@@ -112,13 +123,20 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
         with container:
             started = KafkaContainer(container, f"127.0.0.1:{port}", timeout)
             try:
-                wait_until_serving(started.bootstrap_servers, timeout)
+                wait_until_serving(started.bootstrap_servers, timeout, started.running)
             except KafkaUnavailable as error:
                 logs = b"".join(container.get_logs()).decode(errors="replace")
                 raise KafkaUnavailable(f"{error}\nlast container output:\n{logs[-3000:]}") from None
             yield started
     finally:
         _remove_volume(volume)
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster id that does not start with "-", which the storage tool reads as an option."""
+    while (cluster_id := _new_cluster_id()).startswith("-"):
+        pass
+    return cluster_id
 
 
 def _remove_volume(name: str) -> None:

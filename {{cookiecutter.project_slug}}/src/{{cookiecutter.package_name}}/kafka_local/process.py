@@ -148,7 +148,7 @@ class LocalKafkaBroker:
         config.write_text(server_properties(data, self.port, self.controller_port))
         if not (data / "meta.properties").exists():
             result = subprocess.run(
-                self._java(jars, "kafka.tools.StorageTool", "format", "-t", _new_cluster_id(),
+                self._java(jars, "kafka.tools.StorageTool", "format", f"--cluster-id={_new_cluster_id()}",
                            "-c", str(config), "--standalone", "--ignore-formatted"),
                 capture_output=True, text=True,
             )

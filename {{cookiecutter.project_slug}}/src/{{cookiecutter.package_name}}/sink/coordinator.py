@@ -59,7 +59,7 @@ class CommitFailed(RuntimeError):
     """The batch's transaction did not commit; Spark fails the batch and re-runs it."""
 
 
-class _Shard:
+class CommitShard:
     """One transactional producer and the last batch its marker says it published.
     Lives as long as the driver's Python process, so `init_transactions` runs once."""
 
@@ -82,16 +82,16 @@ class _Shard:
         self.published = NO_BATCH
 
 
-_shards: dict[tuple[str, str, int], _Shard] = {}
+_shards: dict[tuple[str, str, int], CommitShard] = {}
 
 
-def _shards_for(settings: SinkSettings) -> list[_Shard]:
+def _shards_for(settings: SinkSettings) -> list[CommitShard]:
     keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
     missing = [key for key in keys if key not in _shards]
     if missing:
         ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic)
         for key in missing:
-            _shards[key] = _Shard(settings, key[2])
+            _shards[key] = CommitShard(settings, key[2])
         markers = read_markers(settings.bootstrap_servers, settings.marker_topic, settings.sink_id)
         for key in missing:
             _shards[key].published = markers.get(key[2], NO_BATCH)
@@ -106,10 +106,12 @@ def _forget(settings: SinkSettings) -> None:
             stale.producer.flush(0)
 
 
-def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batch_id: int) -> LogEntry:
+def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batch_id: int) -> LogEntry | None:
     faults.maybe_crash(faults.AFTER_STAGING, batch_id)
     log = SinkLog(settings.checkpoint, settings.sink_id)
-    staged = sorted((m for m in messages if m is not None), key=lambda m: m.path)
+    staged = sorted((m for m in messages if m is not None and m.rows > 0), key=lambda m: m.path)
+    if not staged:
+        return None  # an empty batch (e.g. a no-data batch that only advanced state): nothing to publish
     try:
         shards = _shards_for(settings)
 
@@ -132,7 +134,7 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
             # Steps 3 and 4, per shard.
             for shard in pending:
-                _publish(settings, shard, [m for m in staged if _shard_of(m, settings.shards) == shard.shard], batch_id)
+                publish(settings, shard, [m for m in staged if _shard_of(m, settings.shards) == shard.shard], batch_id)
         # Step 5.
         entry.status = COMMITTED
         entry.committed_at = time.time()
@@ -151,7 +153,8 @@ def _shard_of(staged: StagedFile, shards: int) -> int:
     return partition % shards
 
 
-def _publish(settings: SinkSettings, shard: _Shard, staged: list[StagedFile], batch_id: int) -> None:
+def publish(settings: SinkSettings, shard: CommitShard, staged: list[StagedFile], batch_id: int) -> None:
+    """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker."""
     producer = shard.producer
     records = 0
     producer.begin_transaction()
@@ -166,6 +169,7 @@ def _publish(settings: SinkSettings, shard: _Shard, staged: list[StagedFile], ba
             records += table.num_rows
         _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
                  marker_value(settings.sink_id, shard.shard, batch_id, records), headers)
+        producer.flush(settings.commit_timeout_seconds)  # on the broker, still invisible to read_committed
         faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
         # Step 4.
         _commit(producer, settings.commit_timeout_seconds)

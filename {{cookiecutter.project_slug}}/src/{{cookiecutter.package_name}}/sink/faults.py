@@ -3,8 +3,12 @@
 Enabled only through the environment, never through the job's configuration:
   {{ cookiecutter.package_name | upper }}_FAULT_POINT  one of POINTS
   {{ cookiecutter.package_name | upper }}_FAULT_BATCH  fire at the first batch with id >= this (default 0)
-A fault kills the whole process group (driver JVM, driver Python, Python workers): a real crash
-of the driver, with no clean-up, exactly like a lost machine.
+  {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default) or raise: raise fails the batch with an
+                                  exception instead, to exercise the runner's restart strategy
+A fault kills the driver's process group (the driver's Python process and its JVM) and the
+Python worker that reached the point: a real crash of the driver, with no clean-up, exactly
+like a lost machine. Spark's Python workers run in process groups of their own, so `run`
+records the driver's group in DRIVER_GROUP_VARIABLE, which the JVM passes on to them.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import sys
 
 POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
+MODE_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_MODE"
+LOG_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_LOG"  # a file each fired fault is recorded in
+DRIVER_GROUP_VARIABLE = "{{ cookiecutter.package_name | upper }}_DRIVER_PROCESS_GROUP"
 
-SINK_TASK = "sink_task"  # on an executor, while a sink task writes its part (phase 1)
+SINK_TASK = "sink_task"  # on an executor: a sink task wrote its part, before it reports it
 AFTER_STAGING = "after_staging"  # every task staged; the coordinator has not started
 AFTER_LOG_ENTRY = "after_log_entry"  # the sink log says prepared; Kafka untouched
 BEFORE_KAFKA_COMMIT = "before_kafka_commit"  # records and marker produced, transaction open
@@ -31,9 +38,28 @@ def armed_point() -> str | None:
     return point
 
 
+class InjectedFault(RuntimeError):
+    """The exception of FAULT_MODE=raise."""
+
+
 def maybe_crash(point: str, batch_id: int) -> None:
-    """SIGKILL this process group if `point` is armed for this batch."""
+    """SIGKILL this process group (or raise) if `point` is armed for this batch."""
     if armed_point() != point or batch_id < int(os.environ.get(BATCH_VARIABLE, "0")):
         return
-    print(f"fault injection: SIGKILL at {point} in batch {batch_id}", file=sys.stderr, flush=True)
-    os.killpg(os.getpgid(0), signal.SIGKILL)
+    if os.environ.get(MODE_VARIABLE, "kill") == "raise":
+        raise InjectedFault(f"fault injection: {point} in batch {batch_id}")
+    message = f"fault injection: SIGKILL at {point} in batch {batch_id}"
+    print(message, file=sys.stderr, flush=True)  # Spark may swallow a worker's stderr: hence the log file
+    if log_path := os.environ.get(LOG_VARIABLE):
+        with open(log_path, "a") as log:
+            log.write(message + "\n")
+    own_group = os.getpgid(0)
+    driver_group = int(os.environ.get(DRIVER_GROUP_VARIABLE, own_group))
+    if driver_group != own_group:
+        os.killpg(driver_group, signal.SIGKILL)
+    os.killpg(own_group, signal.SIGKILL)
+
+
+def record_driver_process_group() -> None:
+    """Called by the driver before Spark starts, so that workers know whom to kill."""
+    os.environ[DRIVER_GROUP_VARIABLE] = str(os.getpgid(0))

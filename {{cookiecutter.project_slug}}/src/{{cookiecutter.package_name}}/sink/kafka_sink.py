@@ -64,13 +64,16 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
         tables = [output_records(b, batch_id, self.output_topic, self.dead_letter_topic) for b in iterator]
         rows = pa.concat_tables(tables) if tables else STAGED_SCHEMA.empty_table()
-        faults.maybe_crash(faults.SINK_TASK, batch_id)
+        message: WriterCommitMessage
         if self.guarantee == "at-least-once":
-            return Published(rows=_produce_now(self.settings.bootstrap_servers, rows))
-        if rows.num_rows == 0:
-            return StagedFile(path="", rows=0, sha256="")
-        return stage(self.settings.checkpoint, self.settings.sink_id, batch_id,
-                     context.partitionId(), context.attemptNumber(), rows)
+            message = Published(rows=_produce_now(self.settings.bootstrap_servers, rows))
+        elif rows.num_rows == 0:
+            message = StagedFile(path="", rows=0, sha256="")
+        else:
+            message = stage(self.settings.checkpoint, self.settings.sink_id, batch_id,
+                            context.partitionId(), context.attemptNumber(), rows)
+        faults.maybe_crash(faults.SINK_TASK, batch_id)
+        return message
 
     # Phase 2, on the driver, once every task of the batch succeeded.
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -79,8 +82,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             for point in faults.POINTS[1:]:
                 faults.maybe_crash(point, batchId)
             return
-        staged = [m for m in messages if isinstance(m, StagedFile) and m.rows > 0]
-        commit_batch(self.settings, staged, batchId)
+        commit_batch(self.settings, [m for m in messages if isinstance(m, StagedFile)], batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Best effort and never called on a crash: staged files of a failed batch are simply

@@ -54,7 +54,9 @@ class KafkaSource(DataSource):
 
 
 class KafkaStreamReader(DataSourceStreamReader):
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, given: dict[str, str]) -> None:
+        # Spark hands options over with lower-cased keys: look them up that way.
+        options = {key.lower(): value for key, value in given.items()}
         self.topic = options["topic"]
         self.consumer_config = {
             "bootstrap.servers": options["bootstrap.servers"],
@@ -63,10 +65,10 @@ class KafkaStreamReader(DataSourceStreamReader):
             "enable.auto.commit": "false",
             "enable.partition.eof": "true",
         }
-        self.starting_offsets = options.get("startingOffsets", "earliest")
-        max_records = options.get("maxRecordsPerTrigger")
+        self.starting_offsets = options.get("startingoffsets", "earliest")
+        max_records = options.get("maxrecordspertrigger")
         self.max_records = int(max_records) if max_records else None
-        self.fail_on_data_loss = options.get("failOnDataLoss", "true").lower() == "true"
+        self.fail_on_data_loss = options.get("failondataloss", "true").lower() == "true"
         self._consumer = None
 
     # -- the driver side: planning ------------------------------------------------------

@@ -39,6 +39,6 @@ if [ ! -f "$log_dir/meta.properties" ]; then
   if grep -q '^controller\.quorum\.voters=' "$CONFIG"; then standalone=; fi
   # The same default id as apache/kafka when CLUSTER_ID is not given.
   java $JAVA_OPTS -cp /opt/kafka/libs/* kafka.tools.StorageTool format --ignore-formatted \
-    -t "${CLUSTER_ID:-5L6g3nShT-eMCtK--X86sw}" -c "$CONFIG" $standalone
+    --cluster-id="${CLUSTER_ID:-5L6g3nShT-eMCtK--X86sw}" -c "$CONFIG" $standalone  # "=": ids may start with "-"
 fi
 exec java $JAVA_OPTS -cp /opt/kafka/libs/* kafka.Kafka "$CONFIG"

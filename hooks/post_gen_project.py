@@ -1,0 +1,47 @@
+"""After rendering: remove the files of options not chosen, and record the answers.
+
+Runs in the rendered project's directory. Answers are read as data, as in pre_gen_project.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+# Option -> the paths it owns (removed when the answer is "no").
+OPTIONAL_PATHS = {
+    "include_github_actions": (".github",),
+    "include_deployment": ("deploy",),
+}
+ANSWERS_FILE = ".cookiecutter.json"
+
+
+def prune(root: Path, answers: dict[str, object]) -> None:
+    for option, paths in OPTIONAL_PATHS.items():
+        if answers.get(option) == "no":
+            for name in paths:
+                path = root / name
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
+
+
+def record(root: Path, answers: dict[str, object]) -> None:
+    """The public answers, flat: `cruft create --extra-context-file .cookiecutter.json <template>` or
+    `cruft link --extra-context "$(cat .cookiecutter.json)" <template>` reproduce this project. Private
+    keys (`_template`, `_output_dir`, ...) differ per run and would make every update show a diff."""
+    public = {key: value for key, value in answers.items() if not key.startswith("_")}
+    (root / ANSWERS_FILE).write_text(json.dumps(public, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def main() -> None:
+    answers = json.loads(r"""{{ cookiecutter | tojson }}""")
+    root = Path.cwd()
+    prune(root, answers)
+    record(root, answers)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The hooks: every pre-generation rule stops cookiecutter with a message naming the question and
+the rule; hostile answers are rejected or rendered safely; the post-generation hook records answers."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import load_hook, render
+from cookiecutter.exceptions import FailedHookException
+
+pre_gen = load_hook("pre_gen_project")
+
+# (question, bad answer, words of the rule the message must state)
+BAD_ANSWERS = [
+    ("project_name", "", "must not be empty"),
+    ("project_name", "x" * 101, "at most 100 characters"),
+    ("project_name", "two\nlines", "one line of printable characters"),
+    ("project_name", 'The "Best" Counts', "must not contain double quotes or backslashes"),
+    ("project_slug", "Color-Counts", "lower-case letters, digits and hyphens"),
+    ("project_slug", "1counts", "start with a letter"),
+    ("project_slug", "counts-", "not end with a hyphen"),
+    ("project_slug", "../counts", "lower-case letters, digits and hyphens"),
+    ("project_slug", "c" * 65, "at most 64 characters"),
+    ("package_name", "Counts", "Python package name"),
+    ("package_name", "1counts", "not starting with a digit"),
+    ("package_name", "color-counts", "Python package name"),
+    ("package_name", "c" * 65, "at most 64 characters"),
+    ("package_name", "class", "must not be a Python keyword"),
+    ("package_name", "json", "standard-library module"),
+    ("package_name", "pyspark", "name of a dependency"),
+    ("package_name", "confluent_kafka", "name of a dependency"),
+    ("package_name", "pandas", "name of a dependency"),
+    ("description", "", "must not be empty"),
+    ("description", "d" * 301, "at most 300 characters"),
+    ("description", "tab\there", "one line of printable characters"),
+    ("description", 'the "best" job', "must not contain double quotes or backslashes"),
+    ("input_topic", "events!", "Kafka topic name"),
+    ("output_topic", "", "Kafka topic name"),
+    ("dead_letter_topic", "t" * 250, "1 to 249"),
+    ("marker_topic", "..", "not '.' or '..'"),
+    ("output_topic", "events", "must differ from input_topic"),
+    ("marker_topic", "events", "must differ from input_topic"),
+    ("dead_letter_topic", "counts", "must differ from output_topic"),
+    ("key_field", "colour-name", "JSON field name"),
+    ("key_field", "9lives", "not starting with a digit"),
+    ("filter_expression", "", "it is empty"),
+    ("filter_expression", "color != 'orange", "unclosed quote"),
+    ("filter_expression", "(color = 'red'", "expected )"),
+    ("filter_expression", "color = 'red'; DROP TABLE t", "semicolon"),
+    ("filter_expression", "color = 'red' -- why", "comments are not allowed"),
+    ("filter_expression", "color = /* x */ 'red'", "comments are not allowed"),
+    ("filter_expression", "color = = 'red'", "expected a column, a literal or '('"),
+    ("filter_expression", "color IS 'red'", "expected NULL, TRUE or FALSE after IS"),
+    ("filter_expression", "color IN 'red'", "expected ("),
+    ("trigger_interval_seconds", "0", "positive number of seconds"),
+    ("trigger_interval_seconds", "-1", "positive number of seconds"),
+    ("trigger_interval_seconds", "two", "positive number of seconds"),
+    ("trigger_interval_seconds", ".5", "written like 2 or 0.5"),
+    ("state_ttl_seconds", "-1", "whole number of seconds, 0 or more"),
+    ("state_ttl_seconds", "1.5", "whole number of seconds"),
+    ("state_ttl_seconds", "007", "written like 0 or 3600"),
+    ("checkpoint_location", "", "must not be empty"),
+    ("checkpoint_location", " checkpoints", "must not start or end with spaces"),
+    ("checkpoint_location", "http://example.com/ckpt", "scheme file, hdfs, s3, s3a, gs, abfs"),
+    ("checkpoint_location", "s3:///no-bucket", "must name its bucket"),
+    ("checkpoint_location", "file:relative", "absolute path"),
+    ("checkpoint_location", "C:\\checkpoints", "not c:"),
+    ("checkpoint_location", "/tmp/back\\slash", "must not contain double quotes or backslashes"),
+    ("transactional_id_prefix", "", "must not be empty"),
+    ("transactional_id_prefix", "t" * 201, "at most 200 characters"),
+    ("transactional_id_prefix", "color counts", "printable ASCII without whitespace"),
+    ("transactional_id_prefix", "zähler", "printable ASCII"),
+    ("transactional_id_prefix", "a'b", "without whitespace, quotes or backslashes"),
+]
+# Cookiecutter itself refuses a choice outside its list before any hook runs; the hook checks them
+# too, for contexts that bypass the prompt (replay files, cruft's --variables-to-update).
+BAD_CHOICES = [
+    ("delivery_guarantee", "exactly-twice", "must be one of exactly-once, at-least-once"),
+    ("include_github_actions", "maybe", "must be one of yes, no"),
+    ("include_deployment", "true", "must be one of yes, no"),
+]
+
+
+@pytest.mark.parametrize(("question", "value", "rule"), BAD_ANSWERS)
+def test_a_bad_answer_stops_rendering_with_its_rule(
+    question: str, value: str, rule: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    answers = {question: value}
+    if question == "project_name":  # the slug derives from it: an empty one would fail before the hook
+        answers["project_slug"] = "color-counts"
+    if question == "project_slug":  # the derived defaults must stay valid so that only one rule breaks
+        answers |= {"package_name": "color_counts", "marker_topic": "markers", "transactional_id_prefix": "tx"}
+    with pytest.raises(FailedHookException):
+        render(tmp_path, **answers)
+    errors = [line for line in capfd.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"error: {question}: {value!r}: "), errors
+    assert rule in errors[0], errors
+    assert list(tmp_path.iterdir()) == [], "nothing may be written when an answer is refused"
+
+
+@pytest.mark.parametrize(("question", "value", "rule"), BAD_CHOICES)
+def test_a_choice_outside_its_list_is_refused(
+    question: str, value: str, rule: str, tmp_path: Path, default_answers: dict[str, str]
+) -> None:
+    with pytest.raises(ValueError, match=f"{value} provided for choice variable {question}"):
+        render(tmp_path, **{question: value})
+    assert pre_gen.problems(default_answers | {question: value}) == [f"{question}: {value!r}: {rule}"]
+
+
+def test_every_rule_has_a_failing_answer_above() -> None:
+    questions = {question for question, _, _ in BAD_ANSWERS + BAD_CHOICES}
+    assert questions == set(pre_gen.RULES) | set(pre_gen.CHOICES)
+
+
+def test_topics_differing_only_in_dot_versus_underscore_collide(default_answers: dict[str, str]) -> None:
+    found = pre_gen.problems(default_answers | {"input_topic": "team.events", "output_topic": "team_events"})
+    rule = "must differ from input_topic (Kafka treats '.' and '_' in topic names as the same)"
+    assert found == [f"output_topic: 'team_events': {rule}"]
+
+
+def test_the_default_answers_have_no_problems(default_answers: dict[str, str]) -> None:
+    assert pre_gen.problems(default_answers) == []
+
+
+def test_all_problems_are_reported_at_once(default_answers: dict[str, str]) -> None:
+    found = pre_gen.problems(default_answers | {"package_name": "os", "key_field": "", "state_ttl_seconds": "x"})
+    assert [problem.split(":")[0] for problem in found] == ["package_name", "key_field", "state_ttl_seconds"]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "color != 'orange'",
+        "color = 'red' OR color = 'blue'",
+        "color IN ('red', 'blue') AND NOT size < 3",
+        "color NOT IN ('x') and size BETWEEN 1 AND 10",
+        "color IS NOT NULL AND lower(color) LIKE 'bl%'",
+        "color RLIKE '^b' OR (size >= 2.5e1 AND size <> 7)",
+        "payload.color == \"red\"",
+        "`odd name` = 'it''s; -- not a comment'",
+        "size % 2 = 0 AND -size < +3 OR color || 'x' <=> 'redx'",
+        "true",
+    ],
+)
+def test_common_filters_parse(expression: str) -> None:
+    pre_gen.parse_filter(expression)
+
+
+def test_the_post_generation_hook_records_the_public_answers(rendered_default: Path) -> None:
+    recorded = json.loads((rendered_default / ".cookiecutter.json").read_text())
+    assert recorded["project_slug"] == "color-counts"
+    assert recorded["filter_expression"] == "color != 'orange'"
+    assert not [key for key in recorded if key.startswith("_")]
+
+
+# Answers that look like code or carry quotes, backslashes, spaces, unicode, great length: each
+# must be refused by the pre-generation hook or come out intact in a project whose files all parse.
+SAFE_IDENTITY = {"project_slug": "hostile", "package_name": "hostile", "marker_topic": "markers",
+                 "transactional_id_prefix": "tx"}
+HOSTILE = [
+    ("project_name", "__import__('os').system('touch /tmp/pwned')"),
+    ("project_name", '"""; import os; """'),
+    ("project_name", "Zähler für Farben ✓"),
+    ("project_name", "Bob's counts"),
+    ("description", 'She said "hi", then \'bye\''),
+    ("description", 'ends with a quote"'),
+    ("description", 'triple """ quotes'),
+    ("description", "back\\slash \\n \\N{BULLET} \\x41"),
+    ("description", "ends with a backslash\\"),
+    ("description", "naïve ünïcödé – ✓ " + "long " * 55),
+    ("package_name", "__import__('os').system('x')"),
+    ("package_name", "os"),
+    ("project_slug", "x'); import os; ('"),
+    ("input_topic", "events; rm -rf /"),
+    ("key_field", 'color": "x'),
+    ("filter_expression", "__import__('os').system('x')"),
+    ("filter_expression", "color = '\"\"\"' OR color = 'back\\\\slash' OR color = 'ünï'"),
+    ("filter_expression", "color = 'x'); import os; ('"),
+    ("checkpoint_location", "/tmp/with space/it's $(touch pwned) `id`"),
+    ("checkpoint_location", 's3://bucket/"quoted"'),
+    ("transactional_id_prefix", "tx$(id)`id`{}[]<>!#%&*"),
+]
+
+
+def _files_parse(root: Path) -> None:
+    for path in root.rglob("*.py"):
+        ast.parse(path.read_text(), filename=str(path))
+    for path in root.rglob("*.toml"):
+        tomllib.loads(path.read_text())
+    for path in [*root.rglob("*.yaml"), *root.rglob("*.yml")]:
+        yaml.safe_load(path.read_text())
+    for path in root.rglob("*.sh"):
+        subprocess.run(["bash", "-n", str(path)], check=True)
+
+
+@pytest.mark.parametrize(("question", "value"), HOSTILE)
+def test_hostile_answers_are_refused_or_rendered_intact(
+    question: str, value: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    answers = SAFE_IDENTITY | {question: value}
+    try:
+        project = render(tmp_path, **answers)
+    except FailedHookException:
+        assert f"error: {question}: {value!r}: " in capfd.readouterr().err
+        assert not (tmp_path / "pwned").exists() and not Path("/tmp/pwned").exists()
+        return
+    _files_parse(project)
+    assert json.loads((project / ".cookiecutter.json").read_text())[question] == value
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    if question == "description":
+        assert pyproject["project"]["description"] == value
+    if question in ("project_name", "description"):
+        assert value in (project / "README.md").read_text()
+    if question == "checkpoint_location":
+        line = next(ln for ln in (project / "deploy/spark-submit.sh").read_text().splitlines()
+                    if ln.startswith("DEFAULT_CHECKPOINT="))
+        shell = subprocess.run(["bash", "-c", f'{line}; printf %s "$DEFAULT_CHECKPOINT"'], cwd=tmp_path,
+                               capture_output=True, text=True, check=True)
+        assert shell.stdout == value
+        assert not (tmp_path / "pwned").exists()
+        manifest = yaml.safe_load((project / "deploy/k8s/spark-application.yaml").read_text())
+        assert manifest["spec"]["driver"]["env"][1]["value"] == value
+    job = tomllib.loads((project / "job.toml").read_text())
+    if question in job:
+        assert job[question] == value
+    if question == "filter_expression":
+        assert job["filter"] == value

@@ -1,0 +1,150 @@
+"""Every combination of the options that change files: delivery guarantee x GitHub Actions x
+deployment files x checkpoint on S3 or a local path (16 renderings). Each is checked for template
+leftovers, its file set, parsing deploy/CI files and ruff. The options that only add or remove
+files (workflow, deployment) leave src/ and tests/ byte-identical, which a test below proves, so the
+rendered unit tests run once per (delivery guarantee, checkpoint) pair plus one rendering with every
+name changed: 5 runs, in one shared venv with PYTHONPATH=<rendering>/src."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import render
+
+GUARANTEES = ("exactly-once", "at-least-once")
+YES_NO = ("yes", "no")
+CHECKPOINTS = {"local": "checkpoints", "s3": "s3://color-counts-bucket/checkpoints"}
+CELLS = {
+    f"{guarantee}-gha_{gha}-deploy_{deploy}-ckpt_{ckpt}": {
+        "delivery_guarantee": guarantee,
+        "include_github_actions": gha,
+        "include_deployment": deploy,
+        "checkpoint_location": CHECKPOINTS[ckpt],
+    }
+    for guarantee, gha, deploy, ckpt in itertools.product(GUARANTEES, YES_NO, YES_NO, CHECKPOINTS)
+}
+# Every name and number changed from its default: catches a default hard-coded in the template.
+CUSTOM = {
+    "project_name": "Tally Kinds",
+    "project_slug": "tally-kinds",
+    "package_name": "tally",
+    "input_topic": "shop.orders",
+    "output_topic": "shop.kind-counts",
+    "dead_letter_topic": "shop.orders.dlq",
+    "marker_topic": "shop.tally-markers",
+    "key_field": "kind",
+    "filter_expression": "kind IS NOT NULL AND kind NOT IN ('test', 'internal')",
+    "trigger_interval_seconds": "0.5",
+    "state_ttl_seconds": "3600",
+    "transactional_id_prefix": "tally-tx",
+    "delivery_guarantee": "at-least-once",
+    "checkpoint_location": "hdfs://namenode:8020/tally/checkpoints",
+}
+UNIT_TEST_CELLS = {
+    **{name: CELLS[name] for name in CELLS if "gha_yes-deploy_yes" in name},
+    "custom-names": CUSTOM,
+}
+WORKFLOW = ".github/workflows/ci.yml"
+DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/k8s/spark-application.yaml"}
+
+
+@pytest.fixture(scope="module")
+def renderings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("matrix")
+    return {name: render(root / name, **answers) for name, answers in {**CELLS, "custom-names": CUSTOM}.items()}
+
+
+def files(root: Path, under: str = "") -> set[str]:
+    return {str(path.relative_to(root)) for path in (root / under).rglob("*") if path.is_file()}
+
+
+@pytest.mark.parametrize("cell", [*CELLS, "custom-names"])
+def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path]) -> None:
+    project = renderings[cell]
+    answers = {**CELLS.get(cell, {}), **(CUSTOM if cell == "custom-names" else {})}
+    rendered = files(project)
+
+    leftovers = []
+    for name in rendered:
+        text = (project / name).read_text(errors="replace")
+        if name == WORKFLOW:  # copied without rendering: only GitHub's own ${{ ... }} expressions
+            text = re.sub(r"\$\{\{[^}]*\}\}", "", text)
+        if "{{" in text or "{%" in text or "cookiecutter." in text:
+            leftovers.append(name)
+    assert not leftovers, f"template markers left in {leftovers}"
+
+    assert (WORKFLOW in rendered) == (answers.get("include_github_actions", "yes") == "yes")
+    present = DEPLOY_FILES & rendered
+    assert present == (DEPLOY_FILES if answers.get("include_deployment", "yes") == "yes" else set())
+    assert not (project / ".github").exists() or WORKFLOW in rendered, "no empty .github/ left behind"
+
+    recorded = json.loads((project / ".cookiecutter.json").read_text())
+    assert {key: recorded[key] for key in answers} == answers
+
+    if WORKFLOW in rendered:
+        assert "${{ github.ref }}" in (project / WORKFLOW).read_text(), "GitHub expressions must stay literal"
+        workflow = yaml.safe_load((project / WORKFLOW).read_text())
+        steps = workflow["jobs"]["test"]["steps"]
+        assert {"actions/setup-python@v5", "actions/setup-java@v4"} <= {step.get("uses") for step in steps}
+        assert any(step.get("run") == "make test" and step["env"]["KAFKA_PROVIDER"] == "testcontainers"
+                   for step in steps)
+    if present:
+        script = project / "deploy/spark-submit.sh"
+        assert os.access(script, os.X_OK)
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        manifest = yaml.safe_load((project / "deploy/k8s/spark-application.yaml").read_text())
+        assert manifest["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
+        assert manifest["kind"] == "SparkApplication"
+        s3 = answers["checkpoint_location"].startswith("s3:")
+        assert ("hadoop-aws" in script.read_text()) == s3
+        assert ("deps" in manifest["spec"]) == s3
+
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=project,
+                          capture_output=True, text=True, check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_file_options_leave_the_code_identical(renderings: dict[str, Path]) -> None:
+    """Why the unit tests need not run for every cell: the file options only prune files."""
+    for guarantee, ckpt in itertools.product(GUARANTEES, CHECKPOINTS):
+        group = [renderings[f"{guarantee}-gha_{gha}-deploy_{deploy}-ckpt_{ckpt}"]
+                 for gha, deploy in itertools.product(YES_NO, YES_NO)]
+        for under in ("src", "tests"):
+            contents = [{name: (p / name).read_bytes() for name in files(p, under)} for p in group]
+            assert all(content == contents[0] for content in contents), f"{under}/ differs for {guarantee}/{ckpt}"
+
+
+def test_the_manifest_matches_the_pinned_spark(renderings: dict[str, Path], project_python: Path) -> None:
+    """The manifest names Spark's and Hadoop's versions; they must be those of the pinned pyspark."""
+    code = "import os, pyspark; print(pyspark.__version__); print(*os.listdir(pyspark.__path__[0] + '/jars'))"
+    probe = subprocess.run([str(project_python), "-c", code], capture_output=True, text=True, check=True)
+    lines = probe.stdout.split("\n")
+    spark_version, jars = lines[0], lines[1].split()
+    hadoop = next(jar[len("hadoop-client-api-"):-len(".jar")] for jar in jars if jar.startswith("hadoop-client-api-"))
+    pyproject = tomllib.loads((renderings["custom-names"] / "pyproject.toml").read_text())
+    assert f"pyspark=={spark_version}" in pyproject["project"]["dependencies"]
+    manifest = yaml.safe_load((renderings["exactly-once-gha_yes-deploy_yes-ckpt_s3"]
+                               / "deploy/k8s/spark-application.yaml").read_text())
+    assert manifest["spec"]["sparkVersion"] == spark_version
+    assert manifest["spec"]["deps"]["packages"] == [f"org.apache.hadoop:hadoop-aws:{hadoop}"]
+
+
+@pytest.mark.parametrize("cell", list(UNIT_TEST_CELLS))
+def test_rendered_unit_tests_pass(cell: str, renderings: dict[str, Path], project_python: Path) -> None:
+    project = renderings[cell]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
+    env["PYTHONPATH"] = str(project / "src")
+    result = subprocess.run(
+        [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
+        cwd=project, env=env, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]

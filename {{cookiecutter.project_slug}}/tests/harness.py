@@ -1,0 +1,106 @@
+"""Run the job as a real process, the way production runs it, so that a fault can SIGKILL it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from {{ cookiecutter.package_name }}.readback import Published, read_published
+from {{ cookiecutter.package_name }}.sample import SampleInput, make_events, produce
+from {{ cookiecutter.package_name }}.sink import faults
+
+PACKAGE = "{{ cookiecutter.package_name }}"
+
+
+@dataclass
+class JobUnderTest:
+    bootstrap_servers: str
+    workdir: Path
+    input_topic: str
+    output_topic: str
+    dead_letter_topic: str
+    guarantee: str = "exactly-once"
+    options: dict[str, str] = field(default_factory=dict)
+    runs: int = 0
+
+    def __post_init__(self) -> None:
+        suffix = uuid.uuid4().hex[:8]
+        self.marker_topic = f"markers-{suffix}"
+        self.sink_id = f"sink-{suffix}"
+        self.checkpoint = self.workdir / "checkpoint"
+        self.fault_log = self.workdir / "faults.log"
+
+    def fired_faults(self) -> list[str]:
+        return self.fault_log.read_text().splitlines() if self.fault_log.exists() else []
+
+    def settings(self) -> dict[str, str]:
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "input_topic": self.input_topic,
+            "output_topic": self.output_topic,
+            "dead_letter_topic": self.dead_letter_topic,
+            "marker_topic": self.marker_topic,
+            "sink_id": self.sink_id,
+            "transactional_id_prefix": "test",
+            "delivery_guarantee": self.guarantee,
+            "checkpoint_location": str(self.checkpoint),
+            "trigger_interval_seconds": "0.5",
+            "shuffle_partitions": "2",
+            "restart_delay_seconds": "1",
+            **self.options,
+        }
+
+    def run(self, fault: str | None = None, fault_batch: int = 0, until_idle: int = 3, timeout: float = 400,
+            extra_env: dict[str, str] | None = None, **options: str) -> subprocess.CompletedProcess:
+        """Run the job to the end of its input (or until a fault kills it); the log is kept per run."""
+        self.runs += 1
+        env = {k: v for k, v in os.environ.items() if not k.startswith(f"{PACKAGE.upper()}_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        if fault:
+            env[faults.POINT_VARIABLE] = fault
+            env[faults.BATCH_VARIABLE] = str(fault_batch)
+            env[faults.LOG_VARIABLE] = str(self.fault_log)
+        env.update(extra_env or {})
+        command = [sys.executable, "-m", PACKAGE, "run", "--until-idle", str(until_idle)]
+        for name, value in {**self.settings(), **options}.items():
+            command += ["--set", f"{name}={value}"]
+        log_path = self.workdir / f"run-{self.runs}.log"
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(command, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                raise AssertionError(f"the job did not finish within {timeout}s; log: {log_path}") from None
+        # Whatever happened, no process of this run may survive it (a fault kills the group).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return subprocess.CompletedProcess(command, process.returncode, stdout=log_path.read_text())
+
+    def published(self) -> Published:
+        return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
+
+
+def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02
+                   ) -> SampleInput:
+    sample = make_events(count, seed, malformed_rate=malformed_rate)
+    produce(job.bootstrap_servers, job.input_topic, sample.values, partitions=partitions)
+    return sample
+
+
+def merged(*samples: SampleInput) -> tuple[dict[str, int], list[bytes]]:
+    counts: dict[str, int] = {}
+    malformed: list[bytes] = []
+    for sample in samples:
+        for key, n in sample.expected_counts.items():
+            counts[key] = counts.get(key, 0) + n
+        malformed += sample.malformed_values
+    return counts, malformed

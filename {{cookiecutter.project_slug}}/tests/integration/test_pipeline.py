@@ -1,0 +1,88 @@
+"""The job on a real broker: exact counts, dead letters, resuming from the checkpoint,
+the restart strategy, and configuration errors that name their option."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from harness import merged, produce_sample
+
+from {{ cookiecutter.package_name }}.verify import verify
+
+pytestmark = pytest.mark.integration
+
+
+def test_counts_over_several_partitions_are_exact(job):
+    sample = produce_sample(job, count=4000, seed=11, partitions=4)
+    result = job.run(max_records_per_trigger="1500")  # at least three batches
+    assert result.returncode == 0, result.stdout
+
+    published = job.published()
+    counts, malformed = merged(sample)
+    verdict = verify(published, counts, malformed)
+    assert verdict.exactly_once, verdict.problems
+    assert published.final_counts() == counts
+    assert "orange" not in published.final_counts()  # the default filter
+    batches = {batch for history in published.counts.values() for batch, _ in history}
+    assert len(batches) >= 3
+    reasons = {d["reason"].split(":")[0] for d in published.dead_letters}
+    assert {"not JSON", "not a JSON object", "missing key field 'color'"} <= reasons
+
+
+def test_restart_resumes_from_the_checkpoint_without_rereading(job):
+    first = produce_sample(job, count=1500, seed=21, partitions=4)
+    assert job.run().returncode == 0
+    after_first = job.published()
+    assert after_first.final_counts() == merged(first)[0]
+
+    second = produce_sample(job, count=1000, seed=22, partitions=4)
+    result = job.run()
+    assert result.returncode == 0, result.stdout
+    published = job.published()
+    counts, malformed = merged(first, second)
+    # Re-reading the first input would push every count above this.
+    verdict = verify(published, counts, malformed)
+    assert verdict.exactly_once, verdict.problems
+    first_run_batches = {b for h in after_first.counts.values() for b, _ in h}
+    second_run_batches = {b for h in published.counts.values() for b, _ in h} - first_run_batches
+    assert min(second_run_batches) > max(first_run_batches)
+
+
+def test_restart_strategy_restarts_then_gives_up(job):
+    produce_sample(job, count=200, seed=31, partitions=4, malformed_rate=0)
+    result = job.run(
+        extra_env={"{{ cookiecutter.package_name | upper }}_FAULT_POINT": "after_staging",
+                   "{{ cookiecutter.package_name | upper }}_FAULT_MODE": "raise"},
+        restart_strategy="fixed-delay", restart_attempts="2", restart_delay_seconds="0.5",
+    )
+    assert result.returncode != 0
+    assert result.stdout.count("restarting the query in") == 2, result.stdout[-3000:]
+    assert "giving up: 3 failures; restart_attempts is 2" in result.stdout
+    assert "InjectedFault: fault injection: after_staging in batch 0" in result.stdout
+
+
+def run_cli(job, *settings: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "run"]
+    for name, value in {**job.settings(), **dict(s.split("=", 1) for s in settings)}.items():
+        command += ["--set", f"{name}={value}"]
+    return subprocess.run(command, cwd=job.workdir, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("bootstrap_servers=127.0.0.1:1", "configuration option 'bootstrap_servers': cannot reach Kafka"),
+        ("input_topic=no-such-topic", "configuration option 'input_topic': topic 'no-such-topic' does not exist"),
+        ("filter=color !=! 'x'", "configuration option 'filter'"),
+        ("filter=no_such_column = 1", "configuration option 'filter'"),
+        ("trigger_interval_seconds=soon", "configuration option 'trigger_interval_seconds': 'soon' is not a float"),
+        ("delivery_guarantee=maybe", "configuration option 'delivery_guarantee'"),
+    ],
+)
+def test_bad_configuration_fails_at_start_naming_the_option(job, setting, message):
+    result = run_cli(job, setting)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
