@@ -1,6 +1,6 @@
 """{{ cookiecutter.project_name }}: {{ cookiecutter.description }}
 
-Commands: run, status, produce-sample, topics, config, demo, kafka up|down."""
+Commands: run, status, produce-sample, topics, config, demo, chaos, bench, kafka up|down."""
 
 from __future__ import annotations
 
@@ -95,6 +95,17 @@ def _kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tool_module(name: str):
+    """`chaos` and `bench` live in modules of their own, imported only when used."""
+    import importlib
+
+    return importlib.import_module(f".{name}", __package__)
+
+
+def _tool(name: str):
+    return lambda args: _tool_module(name).run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="{{ cookiecutter.package_name }}", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -123,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--count", type=int, default=20_000)
     demo.add_argument("--workdir", default="demo-run")
     demo.add_argument("--keep-kafka", action="store_true", help="leave the local broker running afterwards")
+    for name, help_text in (("chaos", "kill the job, its workers and the broker at random; verify the output"),
+                            ("bench", "measure throughput, latency and recovery side by side with alternatives")):
+        sub = command(name, _tool(name), help_text, configured=False)
+        _tool_module(name).add_arguments(sub)
     kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker", configured=False)
     kafka.add_argument("action", choices=["up", "down"])
     kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")

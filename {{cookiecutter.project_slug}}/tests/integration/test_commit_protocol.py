@@ -1,0 +1,85 @@
+"""The coordinator on a real broker, without Spark: fencing of an older driver, and a batch
+that becomes visible all at once, never in part, never before its commit."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from {{ cookiecutter.package_name }}.readback import read_topic
+from {{ cookiecutter.package_name }}.sink import coordinator, faults
+from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, ProducerFenced, SinkSettings, publish
+from {{ cookiecutter.package_name }}.sink.marker import read_markers
+from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, SinkLog
+from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, stage
+
+pytestmark = pytest.mark.integration
+
+
+def settings_for(kafka, tmp_path, new_topic, sink_id: str) -> SinkSettings:
+    return SinkSettings(
+        bootstrap_servers=kafka.bootstrap_servers, checkpoint=str(tmp_path / "checkpoint"), sink_id=sink_id,
+        transactional_id_prefix="test", marker_topic=new_topic("markers"), commit_timeout_seconds=30,
+    )
+
+
+def staged_batch(settings: SinkSettings, topic: str, batch_id: int, rows: int, tasks: int = 2):
+    """Stage `rows` count records of batch N as `tasks` sink tasks would."""
+    messages = []
+    for task in range(tasks):
+        keys = [f"k{i}" for i in range(task, rows, tasks)]
+        table = pa.Table.from_pydict({
+            "topic": [topic] * len(keys),
+            "key": [k.encode() for k in keys],
+            "value": [json.dumps({"key": k, "count": 1, "batch_id": batch_id}).encode() for k in keys],
+        }, schema=STAGED_SCHEMA)
+        messages.append(stage(settings.checkpoint, settings.sink_id, batch_id, task, 0, table))
+    return messages
+
+
+def batch_ids_visible(kafka, topic: str) -> list[int]:
+    return [json.loads(value)["batch_id"] for _key, value in read_topic(kafka.bootstrap_servers, topic)]
+
+
+def test_an_older_driver_is_fenced_once_a_newer_one_started(kafka, new_topic, tmp_path):
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "fenced")
+    old = CommitShard(settings, 0)
+    new = CommitShard(settings, 0)  # the restarted driver: same sink id, same transactional id
+    with pytest.raises(ProducerFenced, match="uses the same sink id"):
+        publish(settings, old, staged_batch(settings, output, 0, 10), 0)
+    publish(settings, new, staged_batch(settings, output, 1, 10), 1)
+    assert batch_ids_visible(kafka, output) == [1] * 10
+    assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "fenced") == {0: 1}
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_a_batch_is_invisible_until_its_commit_then_visible_whole(kafka, new_topic, tmp_path, monkeypatch,
+                                                                  partitions):
+    output = new_topic("out", partitions=partitions)
+    settings = settings_for(kafka, tmp_path, new_topic, f"atomic-{partitions}")
+    seen_before_commit: list[int] = []
+
+    def observe(point: str, batch_id: int) -> None:
+        if point == faults.BEFORE_KAFKA_COMMIT:  # produced and flushed to the broker, not committed
+            seen_before_commit.append(len(read_topic(kafka.bootstrap_servers, output)))
+
+    monkeypatch.setattr(faults, "maybe_crash", observe)
+    for batch_id in range(3):
+        entry = coordinator.commit_batch(settings, staged_batch(settings, output, batch_id, 5000, tasks=3), batch_id)
+        assert entry is not None and entry.status == COMMITTED
+        visible = batch_ids_visible(kafka, output)
+        assert visible.count(batch_id) == 5000, "the whole batch is visible after its commit"
+    assert seen_before_commit == [0, 5000, 10000], "nothing of a batch was visible before its commit"
+    assert SinkLog(settings.checkpoint, settings.sink_id).batch_ids() == [0, 1, 2]
+
+
+def test_a_rerun_of_a_published_batch_publishes_nothing(kafka, new_topic, tmp_path):
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "rerun")
+    coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    coordinator._forget(settings)  # as after a driver restart: new producer, marker read again
+    coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    assert batch_ids_visible(kafka, output) == [0] * 100

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from {{ cookiecutter.package_name }}.config import ENV_PREFIX, ConfigError, load_config
+
+
+def test_later_sources_win(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text('input_topic = "from-file"\noutput_topic = "out-file"\ncommit_shards = 2\n')
+    environ = {ENV_PREFIX + "OUTPUT_TOPIC": "out-env", "KAFKA_BOOTSTRAP_SERVERS": "kafka:9092"}
+    config = load_config(path, {"commit_shards": "3"}, environ)
+    assert (config.input_topic, config.output_topic, config.commit_shards) == ("from-file", "out-env", 3)
+    assert config.bootstrap_servers == "kafka:9092"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "option", "problem"),
+    [
+        ({"trigger_interval_seconds": "soon"}, "trigger_interval_seconds", "'soon' is not a float"),
+        ({"trigger_interval_seconds": "0"}, "trigger_interval_seconds", "must be positive"),
+        ({"commit_shards": "1.5"}, "commit_shards", "is not a int"),
+        ({"fail_on_data_loss": "perhaps"}, "fail_on_data_loss", "is not a bool"),
+        ({"delivery_guarantee": "maybe"}, "delivery_guarantee", "is not one of exactly-once, at-least-once"),
+        ({"restart_strategy": "pray"}, "restart_strategy", "is not one of"),
+        ({"input_topic": "bad topic!"}, "input_topic", "is not a valid Kafka topic name"),
+        ({"output_topic": ".."}, "output_topic", "is not a valid Kafka topic name"),
+        ({"output_topic": "{{ cookiecutter.input_topic }}"}, "output_topic", "must all differ"),
+        ({"key_field": "size"}, "key_field", "is not a field of the schema"),
+        ({"schema": '{"color": "string", "size": "decimal"}'}, "schema", "has type 'decimal'"),
+        ({"starting_offsets": "yesterday"}, "starting_offsets", "is not earliest, latest"),
+        ({"starting_offsets": '{"0": -1}'}, "starting_offsets", "must not be negative"),
+        ({"filter": "  "}, "filter", "must not be empty"),
+        ({"no_such_option": "1"}, "no_such_option", "unknown option"),
+    ],
+)
+def test_bad_values_name_their_option(overrides, option, problem):
+    with pytest.raises(ConfigError, match=problem) as raised:
+        load_config(None, overrides, environ={})
+    assert raised.value.option == option
+    assert str(raised.value).startswith(f"configuration option '{option}'")
+
+
+def test_a_missing_or_broken_file_is_reported(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml", environ={})
+    broken = tmp_path / "job.toml"
+    broken.write_text("input_topic = ")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_config(broken, environ={})
+
+
+def test_the_rendered_job_file_is_valid():
+    from pathlib import Path
+
+    config = load_config(Path(__file__).parents[2] / "job.toml", environ={})
+    assert config.key_field in config.schema

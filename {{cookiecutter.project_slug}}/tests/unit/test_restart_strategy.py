@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import pytest
+
+from {{ cookiecutter.package_name }}.runner import GaveUp, RestartStrategy
+
+
+def strategy(kind: str, attempts: int = 2) -> RestartStrategy:
+    return RestartStrategy(kind, attempts=attempts, delay=1.0, max_delay=3.0, interval=10.0)
+
+
+def test_fixed_delay_gives_up_after_the_attempts():
+    fixed = strategy("fixed-delay")
+    assert [fixed.next_delay(t) for t in (0, 1)] == [1.0, 1.0]
+    with pytest.raises(GaveUp, match="3 failures"):
+        fixed.next_delay(2)
+
+
+def test_exponential_backoff_doubles_up_to_the_maximum():
+    backoff = strategy("exponential-backoff", attempts=5)
+    assert [backoff.next_delay(t) for t in range(4)] == [1.0, 2.0, 3.0, 3.0]
+
+
+def test_failure_rate_counts_only_recent_failures():
+    rate = strategy("failure-rate")
+    assert rate.next_delay(0) == 1.0
+    assert rate.next_delay(5) == 1.0
+    assert rate.next_delay(20) == 1.0  # the failure at 0 is outside the 10 s window
+    with pytest.raises(GaveUp, match="within 10s"):
+        rate.next_delay(21)
+        rate.next_delay(22)
+
+
+def test_none_never_restarts():
+    with pytest.raises(GaveUp):
+        strategy("none").next_delay(0)
