@@ -12,7 +12,7 @@ from {{ cookiecutter.package_name }}.readback import read_topic
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
 from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, ProducerFenced, SinkSettings, publish
 from {{ cookiecutter.package_name }}.sink.marker import read_markers
-from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, SinkLog
+from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, stage
 
 pytestmark = pytest.mark.integration
@@ -76,10 +76,16 @@ def test_a_batch_is_invisible_until_its_commit_then_visible_whole(kafka, new_top
     assert SinkLog(settings.checkpoint, settings.sink_id).batch_ids() == [0, 1, 2]
 
 
-def test_a_rerun_of_a_published_batch_publishes_nothing(kafka, new_topic, tmp_path):
+def test_a_rerun_after_the_kafka_commit_publishes_nothing(kafka, new_topic, tmp_path):
+    """The crash case "Kafka committed, the log entry still says prepared": the marker decides."""
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "rerun")
-    coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    entry = coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    log = SinkLog(settings.checkpoint, settings.sink_id)
+    entry.status, entry.committed_at = PREPARED, None
+    log.fs.delete_file(f"{log.directory}/0.json")
+    log.write(entry)
     coordinator._forget(settings)  # as after a driver restart: new producer, marker read again
-    coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    rerun = coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    assert rerun is not None and rerun.status == COMMITTED
     assert batch_ids_visible(kafka, output) == [0] * 100
