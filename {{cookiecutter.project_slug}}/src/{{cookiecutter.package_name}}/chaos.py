@@ -1,13 +1,649 @@
-"""Placeholder replaced by the chaos implementation."""
+"""`chaos`: disrupt the job for real while it processes a known input, then check what a
+read_committed consumer sees against that input, with a verifier that shares nothing with
+the job but the topic names.
+
+Disruptions, at moments drawn from `--seed` (printed first):
+  - SIGKILL of the driver's process group (and its Python workers): a lost machine;
+  - every fault-injection point of the sink (sink/faults.py), each a driver kill at a
+    named step of the commit protocol, armed a few batches ahead of the last committed one;
+  - SIGKILL of one Spark Python worker alone: the runner restarts the query in-process;
+  - kill -9 of the Kafka broker and a restart on the same data.
+The input (skewed keys, a share of malformed records) is produced in chunks while the job
+runs. After each kill the job is started again from its checkpoint, until every input
+record is in a committed batch. The seed reproduces the plan (order, batches, which run
+loses what); the exact interleaving still depends on timing.
+
+The last line printed is machine-readable:
+  chaos: seed=S guarantee=G records=N kills=K broker_restarts=B faults=F lost=L duplicated=D dead_letter_ok=...
+
+Imported by cli.py to build its parser: nothing heavy (pyspark, Kafka clients) at the top.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .sink import faults
+
+GUARANTEES = ("exactly-once", "at-least-once")
+EXCLUDED_KEY = "orange"  # sample.make_events leaves it out of the expected counts; the run's filter drops it
+WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker")
+KILL = "kill"  # a run that ends with an external SIGKILL of the driver's process group
+WORKER, BROKER = "worker", "broker"  # disruptions inside a run
+
+
+@dataclass(frozen=True)
+class Profile:
+    events: int
+    partitions: int
+    keys: int  # distinct keys, skewed: the first ones are far more frequent
+    malformed_rate: float
+    max_records_per_trigger: int  # small, so that the input takes many batches
+    chunks: int  # the input is produced in this many chunks ...
+    chunk_interval: float  # ... this many seconds apart, while the job runs
+    fault_rounds: int  # every fault point fires this many times (each one a driver kill)
+    external_kills: int  # SIGKILLs of the driver's process group at random moments, besides the faults
+    worker_kills: int
+    broker_restarts: int
+    run_timeout: float  # a run that neither finishes nor dies in this time is killed
+    deadline: float  # the whole run, start-up and verification included
+
+
+PROFILES = {
+    # Every job start costs 20-40 s of Spark start-up: the five fault runs are the driver kills,
+    # the worker kill and the broker restart happen inside them, then one clean run drains the rest.
+    "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_records_per_trigger=500,
+                     chunks=8, chunk_interval=4.0, fault_rounds=1, external_kills=0, worker_kills=1,
+                     broker_restarts=1, run_timeout=300, deadline=1200),
+    "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_records_per_trigger=4000,
+                    chunks=40, chunk_interval=3.0, fault_rounds=2, external_kills=6, worker_kills=4,
+                    broker_restarts=2, run_timeout=600, deadline=7200),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
+                        help="quick: 20,000 events, every fault point once (minutes); "
+                             "long: 200,000 events over 8 partitions, more kills")
+    parser.add_argument("--guarantee", choices=GUARANTEES, default="exactly-once",
+                        help="the sink's delivery guarantee under test")
+    parser.add_argument("--seed", type=int, help="seed of every random choice (default: a random one, printed)")
+    parser.add_argument("--workdir", help="checkpoint, job logs and broker data (default: a new temporary directory)")
+    parser.add_argument("--kafka-provider", choices=("auto", "env", "testcontainers", "process"),
+                        help="where the broker comes from (default: $KAFKA_PROVIDER, else auto); "
+                             "broker restarts need testcontainers or process")
 
 
-def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("chaos")
+def run(args: argparse.Namespace, kafka: Any = None) -> int:
+    """Run the chaos profile; `kafka` is a KafkaHandle to use (the tests pass theirs), else one
+    is provided for the duration of the run."""
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="chaos-"))
+    workdir = workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    say = Reporter()
+    say(f"seed={seed} profile={args.profile} guarantee={args.guarantee} workdir={workdir}")
+    if kafka is not None:
+        return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say).run()
+    from .kafka_local import provide_kafka
+
+    broker_dir = workdir / "kafka"
+    broker_dir.mkdir(exist_ok=True)
+    with provide_kafka(broker_dir, provider=args.kafka_provider) as handle:
+        say(handle.describe())
+        return Chaos(handle, PROFILES[args.profile], args.guarantee, seed, workdir, say).run()
+
+
+class Reporter:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, message: str) -> None:
+        print(f"chaos: [{self.elapsed():7.1f}s] {message}", flush=True)
+
+
+# -- processes ----------------------------------------------------------------------------
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, start time) of every process, from /proc/<pid>/stat."""
+    processes = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+        fields = stat[stat.rindex(b")") + 2:].split()
+        processes[int(entry)] = (int(fields[1]), int(fields[19]))
+    return processes
+
+
+def descendants(root: int) -> dict[int, tuple[int, int]]:
+    """Every process below `root`, as pid -> (parent pid, start time)."""
+    processes = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    found: dict[int, tuple[int, int]] = {}
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found[child] = processes[child]
+                stack.append(child)
+    return found
+
+
+def kill_processes(known: dict[int, tuple[int, int]]) -> None:
+    """SIGKILL the processes of a snapshot that still run, never a later process with a reused pid."""
+    now = _processes()
+    for pid, (_, started) in known.items():
+        if pid in now and now[pid][1] == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def python_workers(driver_pid: int) -> list[tuple[int, bool]]:
+    """Spark's Python processes below the driver: (pid, forked worker?) A forked worker's parent
+    is the daemon, whose command line it shares."""
+    below = descendants(driver_pid)
+    spark = {pid for pid in below if any(marker in command_line(pid) for marker in WORKER_MARKERS)}
+    return [(pid, below[pid][0] in spark) for pid in sorted(spark)]
+
+
+# -- the input ----------------------------------------------------------------------------
+
+class InputProducer(threading.Thread):
+    """Produces the input in chunks, a few seconds apart, while the job runs. Idempotent and
+    patient (a broker restart only delays it); the verifier reads back what the topic holds."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, values: list[bytes], partitions: int,
+                 chunks: int, interval: float, say: Reporter) -> None:
+        super().__init__(name="chaos-input", daemon=True)
+        self.bootstrap_servers, self.topic, self.values = bootstrap_servers, topic, values
+        self.partitions, self.chunks, self.interval, self.say = partitions, chunks, interval, say
+        self.produced = 0
+        self.errors: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({
+            "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 20,
+            "message.timeout.ms": 900_000,
+        })
+
+        def on_delivery(error, _message) -> None:
+            if error is not None:
+                self.errors.append(str(error))
+
+        try:
+            size = -(-len(self.values) // self.chunks)
+            for chunk, start in enumerate(range(0, len(self.values), size)):
+                if chunk:
+                    time.sleep(self.interval)
+                for i in range(start, min(start + size, len(self.values))):
+                    while True:
+                        try:
+                            producer.produce(self.topic, value=self.values[i], partition=i % self.partitions,
+                                             on_delivery=on_delivery)
+                            break
+                        except BufferError:
+                            producer.poll(0.05)
+                while producer.flush(5.0):
+                    pass  # the broker may be restarting: the idempotent producer retries
+                self.produced = min(start + size, len(self.values))
+            self.say(f"input: all {self.produced} records produced to {self.topic}"
+                     + (f" ({len(self.errors)} delivery errors: {self.errors[:2]})" if self.errors else ""))
+        except Exception as error:  # noqa: BLE001 - reported; the verifier reads what the topic holds
+            self.errors.append(repr(error))
+            self.say(f"input: producer failed: {error!r}")
+        finally:
+            self.done.set()
+
+
+# -- the plan -----------------------------------------------------------------------------
+
+@dataclass
+class RunPlan:
+    end: str | None  # a fault point, KILL, or None: run until the input is drained
+    fault_ahead: int = 1  # the fault fires at the first batch >= last committed + this
+    kill_after_batches: int = 0  # KILL: once this run committed this many batches ...
+    kill_delay: float = 0.0  # ... and this many seconds later (from the start when 0 batches)
+    disruptions: list[tuple[str, float]] = field(default_factory=list)  # (kind, seconds after a commit)
+    attempt: int = 1
+
+    def describe(self) -> str:
+        if self.end is None:
+            what = "clean run until the input is drained"
+        elif self.end == KILL:
+            what = (f"SIGKILL of the driver {self.kill_delay:.1f}s after "
+                    + (f"{self.kill_after_batches} batches" if self.kill_after_batches else "start"))
+        else:
+            what = f"fault {self.end}, {self.fault_ahead} batch(es) ahead"
+        extra = "".join(f", then {kind} kill" if kind == WORKER else ", then broker restart"
+                        for kind, _ in self.disruptions)
+        return what + extra
+
+
+def make_plan(profile: Profile, rng: random.Random) -> list[RunPlan]:
+    ends: list[str] = [point for _ in range(profile.fault_rounds) for point in faults.POINTS]
+    ends += [KILL] * profile.external_kills
+    rng.shuffle(ends)
+    plans = []
+    for end in ends:
+        plan = RunPlan(end, fault_ahead=rng.randint(1, 2))
+        if end == KILL:
+            plan.kill_after_batches = rng.randint(0, 3)
+            plan.kill_delay = rng.uniform(5, 40) if plan.kill_after_batches == 0 else rng.uniform(0, 3)
+        plans.append(plan)
+    # Disruptions go to runs that end with a fault (they last until the fault, at least a few batches);
+    # never to the last one, so that something remains to be processed afterwards.
+    hosts = [plan for plan in plans[:-1] if plan.end != KILL] or plans[:1]
+    kinds = [WORKER] * profile.worker_kills + [BROKER] * profile.broker_restarts
+    rng.shuffle(kinds)
+    for i, kind in enumerate(kinds):
+        host = hosts[i % len(hosts)] if i < len(hosts) else rng.choice(hosts)
+        host.disruptions.append((kind, rng.uniform(0, 2)))
+    for plan in plans:
+        plan.fault_ahead += 2 * len(plan.disruptions)  # room for the disruptions before the fault fires
+    return plans
+
+
+# -- the runner ---------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    kills: int = 0  # driver process group killed: by a fault point or from outside
+    faults: int = 0
+    fault_points: Counter[str] = field(default_factory=Counter)
+    worker_kills: int = 0
+    broker_restarts: int = 0
+    query_restarts: int = 0  # in-process restarts by the runner's restart strategy
+    unexpected_exits: int = 0
+    runs: int = 0
+
+
+class Chaos:
+    def __init__(self, kafka: Any, profile: Profile, guarantee: str, seed: int, workdir: Path,
+                 say: Reporter) -> None:
+        from .config import JobConfig
+
+        self.kafka, self.profile, self.guarantee, self.seed = kafka, profile, guarantee, seed
+        self.workdir, self.say = workdir, say
+        self.rng = random.Random(seed)
+        self.bootstrap_servers = kafka.bootstrap_servers
+        self.key_field = JobConfig().key_field
+        suffix = f"{seed}-{uuid.uuid4().hex[:6]}"
+        self.input_topic, self.output_topic = f"chaos-events-{suffix}", f"chaos-counts-{suffix}"
+        self.dead_letter_topic, self.marker_topic = f"chaos-dead-{suffix}", f"chaos-markers-{suffix}"
+        self.sink_id = f"chaos-{suffix}"
+        self.checkpoint = workdir / "checkpoint"
+        self.fault_log = workdir / "faults.log"
+        self.tally = Tally()
+        self.input_end: dict[int, int] | None = None
+        self.last_reported = -1
+        self.finished = False
+        self.deadline = time.monotonic() + profile.deadline
+
+    # -- settings and checkpoint ---------------------------------------------------------
+    def settings(self) -> dict[str, str]:
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "input_topic": self.input_topic,
+            "output_topic": self.output_topic,
+            "dead_letter_topic": self.dead_letter_topic,
+            "marker_topic": self.marker_topic,
+            "sink_id": self.sink_id,
+            "transactional_id_prefix": "chaos",
+            "delivery_guarantee": self.guarantee,
+            "checkpoint_location": str(self.checkpoint),
+            "filter": f"`{self.key_field}` != '{EXCLUDED_KEY}'",
+            "trigger_interval_seconds": "0.5",
+            "max_records_per_trigger": str(self.profile.max_records_per_trigger),
+            "shuffle_partitions": "2",
+            "restart_strategy": "fixed-delay",
+            "restart_attempts": "1000",
+            "restart_delay_seconds": "1",
+        }
+
+    def committed(self) -> list[int]:
+        from .checkpoint import committed_batches
+        from .storage import resolve_location
+
+        try:
+            return committed_batches(resolve_location(str(self.checkpoint)))
+        except OSError:  # a directory listed while Spark renames into it
+            return []
+
+    def last_committed(self) -> int:
+        committed = self.committed()
+        return committed[-1] if committed else -1
+
+    def drained(self, producer: InputProducer) -> bool:
+        """Every input record is in a committed batch: its end offsets are the input's end."""
+        from .checkpoint import batch_offsets
+        from .storage import resolve_location
+
+        if not producer.done.is_set():
+            return False
+        if self.input_end is None:
+            try:
+                self.input_end = end_offsets(self.bootstrap_servers, self.input_topic)
+            except Exception:  # noqa: BLE001 - the broker may be restarting: ask again later
+                return False
+        last = self.last_committed()
+        if last < 0:
+            return False
+        try:
+            offsets = batch_offsets(resolve_location(str(self.checkpoint)), last)
+        except (OSError, ValueError):
+            return False
+        if not offsets:
+            return False
+        return all(int(offsets[0].get(str(p), 0)) >= end for p, end in self.input_end.items())
+
+    def report_progress(self, force: bool = False) -> None:
+        last = self.last_committed()
+        if last != self.last_reported or force:
+            self.last_reported = last
+            self.say(f"  batches committed so far: {last + 1} (last batch {last})")
+
+    # -- one run of the job ----------------------------------------------------------------
+    def start_job(self, plan: RunPlan) -> tuple[subprocess.Popen, Path, int | None]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(f"{__package__.upper()}_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        fault_batch = None
+        if plan.end in faults.POINTS:
+            fault_batch = self.last_committed() + plan.fault_ahead
+            env[faults.POINT_VARIABLE] = plan.end
+            env[faults.BATCH_VARIABLE] = str(fault_batch)
+            env[faults.LOG_VARIABLE] = str(self.fault_log)
+        command = [sys.executable, "-m", __package__, "run"]
+        for name, value in self.settings().items():
+            command += ["--set", f"{name}={value}"]
+        self.tally.runs += 1
+        log_path = self.workdir / f"run-{self.tally.runs}.log"
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(command, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        return process, log_path, fault_batch
+
+    def kill_driver(self, process: subprocess.Popen, below: dict[int, tuple[int, int]]) -> None:
+        """SIGKILL the driver's process group and every process below it (Spark's Python workers
+        run in groups of their own): a lost machine."""
+        below = {**below, **descendants(process.pid)}
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        kill_processes(below)
+        process.wait()
+
+    def kill_worker(self, process: subprocess.Popen) -> str | None:
+        workers = python_workers(process.pid)
+        forked = [pid for pid, is_forked in workers if is_forked]
+        candidates = forked or [pid for pid, _ in workers]
+        if not candidates:
+            return None
+        victim = self.rng.choice(candidates)
+        description = command_line(victim)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+        return f"pid {victim} ({'forked worker' if victim in forked else 'daemon'}: {description[-60:]})"
+
+    def execute(self, plan: RunPlan, producer: InputProducer) -> RunPlan | None:
+        """Run the job once as planned; return what remains to be done (a fault that did not
+        fire, disruptions that did not happen), if anything."""
+        before = self.last_committed()
+        fired_before = len(self.fired())
+        process, log_path, fault_batch = self.start_job(plan)
+        self.say(f"run {self.tally.runs} (pid {process.pid}): {plan.describe()}"
+                 + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
+                 + f"; log {log_path.name}")
+        started = time.monotonic()
+        pending = deque(plan.disruptions)
+        disrupted = 0  # the k-th disruption waits for k+1 batches committed in this run
+        due: float | None = None
+        kill_due: float | None = started + plan.kill_delay if plan.end == KILL and not plan.kill_after_batches else None
+        drained_at: float | None = None
+        killed_by_us = stopped_by_us = False
+        below: dict[int, tuple[int, int]] = {}
+        polls = 0
+        while process.poll() is None:
+            now = time.monotonic()
+            polls += 1
+            if polls % 4 == 1:
+                below.update(descendants(process.pid))
+            self.report_progress()
+            done_here = max(0, self.last_committed() - before)
+            # Disruptions inside the run: after a batch committed in this run, at a random delay.
+            if pending and due is None and done_here > disrupted:
+                due = now + pending[0][1]
+            if pending and due is not None and now >= due:
+                if pending[0][0] == WORKER:
+                    victim = self.kill_worker(process)
+                    if victim:
+                        self.tally.worker_kills += 1
+                        self.say(f"run {self.tally.runs}: SIGKILL of a Python worker alone: {victim}")
+                else:
+                    victim = "broker"
+                    self.restart_broker()
+                if victim:
+                    pending.popleft()
+                    disrupted += 1
+                    due = None
+            if plan.end == KILL and kill_due is None and done_here >= plan.kill_after_batches:
+                kill_due = now + plan.kill_delay
+            if plan.end == KILL and kill_due is not None and now >= kill_due:
+                self.say(f"run {self.tally.runs}: SIGKILL of the driver's process group "
+                         f"({now - started:.1f}s after start, {done_here} batches in this run)")
+                self.kill_driver(process, below)
+                killed_by_us = True
+                break
+            if self.drained(producer):
+                drained_at = drained_at or now
+                if plan.end is None:
+                    if pending:
+                        self.say(f"run {self.tally.runs}: input drained before {len(pending)} disruption(s): "
+                                 "dropped")
+                        pending.clear()
+                    self.say(f"run {self.tally.runs}: input drained; SIGTERM (stops at a batch boundary)")
+                    stopped_by_us = True
+                    os.killpg(process.pid, signal.SIGTERM)
+                    try:
+                        process.wait(120)
+                    except subprocess.TimeoutExpired:
+                        self.say(f"run {self.tally.runs}: did not stop within 120s after SIGTERM: SIGKILL")
+                        self.kill_driver(process, below)
+                    break
+                if now - drained_at > 20:
+                    self.say(f"run {self.tally.runs}: the input is drained and nothing fired: SIGKILL")
+                    self.kill_driver(process, below)
+                    killed_by_us = True
+                    break
+            if now - started > self.profile.run_timeout or now > self.deadline:
+                self.say(f"run {self.tally.runs}: no end after {now - started:.0f}s: SIGKILL")
+                self.kill_driver(process, below)
+                killed_by_us = True
+                break
+            time.sleep(0.25)
+        # Whatever ended the run, none of its processes may survive it.
+        self.kill_driver(process, below)
+        code = process.returncode
+        fired = self.fired()[fired_before:]
+        restarts = log_path.read_text(errors="replace").count("restarting the query")
+        self.tally.query_restarts += restarts
+        ran = f"{time.monotonic() - started:.1f}s, {max(0, self.last_committed() - before)} batches committed"
+        ran += f", {restarts} in-process query restart(s)" if restarts else ""
+        if fired:
+            self.tally.kills += 1
+            self.tally.faults += 1
+            self.tally.fault_points[plan.end or "?"] += 1
+            self.say(f"run {self.tally.runs}: {fired[0]} -> driver killed (exit {code}; {ran})")
+        elif killed_by_us:
+            self.tally.kills += 1
+            self.say(f"run {self.tally.runs}: driver killed (exit {code}; {ran})")
+        elif stopped_by_us and code == 0:
+            self.say(f"run {self.tally.runs}: stopped cleanly ({ran})")
+            self.finished = True
+        else:
+            self.tally.unexpected_exits += 1
+            tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])[-400:]
+            self.say(f"run {self.tally.runs}: the job exited by itself with code {code} ({ran}): {tail}")
+        self.report_progress(force=True)
+        if plan.end in faults.POINTS and not fired:
+            return RunPlan(plan.end, fault_ahead=1, disruptions=list(pending), attempt=plan.attempt + 1)
+        if pending:
+            return RunPlan(None, disruptions=list(pending))
+        return None
+
+    def fired(self) -> list[str]:
+        return self.fault_log.read_text().splitlines() if self.fault_log.exists() else []
+
+    def restart_broker(self) -> None:
+        if self.kafka.restart_broker is None:
+            self.say(f"broker restart skipped: provider {self.kafka.provider} cannot restart its broker")
+            return
+        self.say("kill -9 of the Kafka broker; restarting it on the same data")
+        started = time.monotonic()
+        self.kafka.restart_broker()
+        self.tally.broker_restarts += 1
+        self.say(f"broker serving again after {time.monotonic() - started:.1f}s")
+
+    # -- the whole run -----------------------------------------------------------------------
+    def run(self) -> int:
+        from .sample import COLORS, make_events
+
+        profile = self.profile
+        keys = COLORS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(COLORS)))]
+        sample = make_events(profile.events, self.seed, self.key_field, profile.malformed_rate, keys=keys,
+                             excluded=EXCLUDED_KEY)
+        plans = make_plan(profile, self.rng)
+        self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
+                 f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "
+                 f"{profile.chunk_interval:.0f}s apart while the job runs; "
+                 f"max_records_per_trigger={profile.max_records_per_trigger}")
+        self.say("plan: " + "; ".join(f"{i + 1}) {p.describe()}" for i, p in enumerate(plans))
+                 + f"; {len(plans) + 1}) clean run until drained")
+        create_topics(self.bootstrap_servers, {self.input_topic: profile.partitions, self.output_topic: 2,
+                                               self.dead_letter_topic: 1})
+        producer = InputProducer(self.bootstrap_servers, self.input_topic, sample.values, profile.partitions,
+                                 profile.chunks, profile.chunk_interval, self.say)
+        queue = deque(plans)
+        producer.start()  # with the first run: the input arrives while the job runs
+        while not self.finished and time.monotonic() < self.deadline:
+            plan = queue.popleft() if queue else RunPlan(None)
+            if plan.attempt > 3:
+                self.say(f"giving up on fault {plan.end}: it did not fire in 3 runs")
+                continue
+            left = self.execute(plan, producer)
+            if left is None:
+                continue
+            if left.end is None and queue:  # disruptions that did not happen: the next run takes them
+                queue[0].disruptions[:0] = left.disruptions
+                queue[0].fault_ahead += 2 * len(left.disruptions)
+            else:
+                queue.appendleft(left)
+        completed = self.finished
+        producer.done.wait(max(1.0, self.deadline - time.monotonic()))
+        if not completed:
+            self.say("the deadline passed before the input was drained: verifying what was published")
+        return self.verify(sample.malformed_values, completed)
+
+    # -- the independent check ----------------------------------------------------------------
+    def verify(self, malformed_values: list[bytes], completed: bool) -> int:
+        from .readback import read_published, read_topic
+        from .verify import verify
+
+        t = self.tally
+        malformed_set = set(malformed_values)
+        expected: Counter[str] = Counter()
+        malformed: list[bytes] = []
+        records = 0
+        # The expectation comes from the input topic itself (read_committed), not from the job.
+        for _key, value in read_topic(self.bootstrap_servers, self.input_topic, timeout=300):
+            records += 1
+            if value in malformed_set:
+                malformed.append(value)
+                continue
+            key = json.loads(value)[self.key_field]
+            if key != EXCLUDED_KEY:
+                expected[key] += 1
+        if records != self.profile.events:
+            self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
+        published = read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
+        verdict = verify(published, dict(expected), malformed)
+        batches = {batch for history in published.counts.values() for batch, _ in history}
+        self.say(f"verify (read_committed): {sum(len(h) for h in published.counts.values())} count records "
+                 f"for {len(published.counts)} keys over {len(batches)} batches, {len(published.dead_letters)} "
+                 f"dead letters ({len(malformed)} malformed records in the input); not_increasing="
+                 f"{verdict.not_increasing}")
+        for problem in verdict.problems[:10]:
+            self.say(f"  problem: {problem}")
+        if len(verdict.problems) > 10:
+            self.say(f"  ... {len(verdict.problems) - 10} more problems")
+        self.say(f"summary: runs={t.runs} kills={t.kills} faults={t.faults} "
+                 f"({', '.join(f'{p}={n}' for p, n in sorted(t.fault_points.items()))}) worker_kills="
+                 f"{t.worker_kills} query_restarts={t.query_restarts} broker_restarts={t.broker_restarts} "
+                 f"unexpected_exits={t.unexpected_exits} completed={str(completed).lower()} "
+                 f"duration={self.say.elapsed():.0f}s")
+        print(f"chaos: seed={self.seed} guarantee={self.guarantee} records={records} kills={t.kills} "
+              f"broker_restarts={t.broker_restarts} faults={t.faults} lost={verdict.lost} "
+              f"duplicated={verdict.duplicated} dead_letter_ok={str(verdict.dead_letter_ok).lower()}", flush=True)
+        if not completed:
+            return 1
+        if self.guarantee == "exactly-once":
+            return 0 if verdict.exactly_once else 1
+        return 0
+
+
+def create_topics(bootstrap_servers: str, partitions: dict[str, int]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    futures = admin.create_topics([NewTopic(name, n, 1) for name, n in partitions.items()])
+    for future in futures.values():
+        future.result(timeout=60)
+
+
+def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
+    """The input's end offsets (its last stable offsets: the input is not transactional)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"chaos-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in sorted(metadata.partitions)}
+    finally:
+        consumer.close()

@@ -30,6 +30,11 @@ def test_counts_over_several_partitions_are_exact(job):
     reasons = {d["reason"].split(":")[0] for d in published.dead_letters}
     assert {"not JSON", "not a JSON object", "missing key field 'color'"} <= reasons
 
+    status = run_cli(job, command="status")
+    assert status.returncode == 0, status.stderr
+    assert f"batch {max(batches)}: committed" in status.stdout
+    assert "input lag per partition" in status.stdout and "(total 0)" in status.stdout
+
 
 def test_restart_resumes_from_the_checkpoint_without_rereading(job):
     first = produce_sample(job, count=1500, seed=21, partitions=4)
@@ -63,11 +68,11 @@ def test_restart_strategy_restarts_then_gives_up(job):
     assert "InjectedFault: fault injection: after_staging in batch 0" in result.stdout
 
 
-def run_cli(job, *settings: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "run"]
+def run_cli(job, *settings: str, command: str = "run", timeout: float = 120) -> subprocess.CompletedProcess:
+    arguments = [sys.executable, "-m", "{{ cookiecutter.package_name }}", command]
     for name, value in {**job.settings(), **dict(s.split("=", 1) for s in settings)}.items():
-        command += ["--set", f"{name}={value}"]
-    return subprocess.run(command, cwd=job.workdir, capture_output=True, text=True, timeout=timeout)
+        arguments += ["--set", f"{name}={value}"]
+    return subprocess.run(arguments, cwd=job.workdir, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,48 @@
+"""`bench`: the cost of exactly-once, measured side by side with the alternatives in ONE run on
+the same input (absolute figures depend on the machine; the ratios are what to compare):
+
+    eos          this job, exactly-once (2PC sink)           run as `run` runs it, a process
+    alos         this job, at-least-once                     idem
+    spark_kafka  Spark's built-in Kafka source and sink       same filter and count, update mode
+    plain_eos    one Python process with confluent-kafka      Kafka transactions with the offsets
+
+Writes bench-results.json, bench-results.md and PNG plots into --out, prints the table and, as
+its last line, `bench: eos_eps=... alos_eps=... ... recovery_s=...`. Uses KAFKA_BOOTSTRAP_SERVERS
+when set, else starts a broker (kafka_local.provide_kafka). Imports nothing heavy until run.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .stats import CONTENDERS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="bench-out", help="output directory (default: bench-out)")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help=f"comma-separated subset of {','.join(CONTENDERS)}")
+    parser.add_argument("--events", type=int, default=200_000, help="backlog size (default 200,000)")
+    parser.add_argument("--partitions", type=int, default=8, help="input partitions (default 8)")
+    parser.add_argument("--keys", type=int, default=8, help="distinct keys (default 8: sample.py's colours)")
+    parser.add_argument("--rate", type=float, default=500.0, help="events/s of the latency phase (default 500)")
+    parser.add_argument("--latency-seconds", type=float, default=20.0, help="length of the latency phase")
+    parser.add_argument("--trigger-seconds", type=float, default=0.5, help="Spark trigger interval (default 0.5)")
+    parser.add_argument("--max-per-batch", type=int, default=50_000,
+                        help="records per Spark batch / plain transaction at most (default 50,000)")
+    parser.add_argument("--commit-shards", type=int, default=1, help="commit_shards of the eos contender")
+    parser.add_argument("--plain-commit-ms", type=float, default=100.0,
+                        help="transaction interval of the plain loop (default 100, Kafka Streams' EOS default)")
+    parser.add_argument("--commit-rows", type=int, default=10_000, help="output rows per microbenchmark batch")
+    parser.add_argument("--commit-batches", type=int, default=15, help="microbenchmark batches per setting")
+    parser.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery measurement")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also: keys 10/10k/1M, partitions 1/8/32, commit shards 1/4 (adds 20+ minutes)")
+    parser.add_argument("--spark-kafka-version", help="spark-sql-kafka version (default: pyspark's, else a fallback)")
+    parser.add_argument("--seed", type=int, default=6)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .session import run_bench
+
+    return run_bench(args)

@@ -1,0 +1,218 @@
+"""One contender, measured on its own fresh topics with the same events as the others:
+
+1. warm-up: `warmup` events, then the contender starts; once their counts are visible the
+   contender is up (startup_s) and the measurement begins;
+2. throughput: the backlog, produced in one transaction, becomes visible to the contender
+   (read_committed) at one instant t0; events/s = backlog / (t1 − t0), t1 being when the
+   output first shows counts that include every event of the backlog;
+3. latency: events at a fixed rate for a while; per output record, visible time − produce
+   time of the event that made the count true (stats.output_latencies);
+4. recovery (optional): events keep coming, the driver's process group is SIGKILLed, the same
+   command restarts on the same checkpoint; recovery = kill → first output record of a batch
+   newer than every batch visible before the kill. Afterwards every count must be exact.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import JobConfig
+from .procs import PACKAGE, Contender
+from .profile import progress_profile, read_progress, sink_log_profile
+from .stats import contender_result, distribution, events_per_second, output_latencies
+from .workload import (
+    EventStream,
+    Keys,
+    OutputTail,
+    RateProducer,
+    create_topics,
+    delete_topics,
+    produce_backlog,
+    produce_plain,
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    events: int = 200_000
+    partitions: int = 8
+    keys: int = 8
+    warmup: int = 2_000
+    rate: float = 500.0
+    latency_seconds: float = 20.0
+    trigger_seconds: float = 0.5
+    max_per_batch: int = 50_000
+    shuffle_partitions: int = 2
+    commit_shards: int = 1
+    plain_commit_ms: float = 100.0
+    seed: int = 6
+    timeout: float = 420.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _samples(latencies: list[float], points: int = 200) -> list[float]:
+    """A sorted, thinned copy (ms) for the CDF plot."""
+    ordered = sorted(v * 1000 for v in latencies)
+    if len(ordered) <= points:
+        return [round(v, 2) for v in ordered]
+    return [round(ordered[round(i * (len(ordered) - 1) / (points - 1))], 2) for i in range(points)]
+
+
+class Run:
+    def __init__(self, name: str, bootstrap: str, profile: Profile, workdir: Path, jars: list[str] | None) -> None:
+        self.name, self.bootstrap, self.profile, self.jars = name, bootstrap, profile, jars
+        suffix = uuid.uuid4().hex[:8]
+        self.workdir = workdir / f"{name}-{suffix}"
+        self.workdir.mkdir(parents=True)
+        self.input, self.output, self.dead = f"bench-in-{suffix}", f"bench-out-{suffix}", f"bench-dead-{suffix}"
+        self.marker, self.sink_id = f"bench-markers-{suffix}", f"bench-{name.replace('_', '-')}-{suffix}"
+        self.checkpoint = self.workdir / "checkpoint"
+        self.progress_file = self.workdir / "progress.jsonl"
+        self.key_field = JobConfig().key_field
+        self.keys = Keys.of(profile.keys)
+        self.stream = EventStream(self.keys, self.key_field, profile.seed)
+        self.result = contender_result(name)
+
+    def command(self) -> list[str]:
+        p = self.profile
+        python = [sys.executable, "-m"]
+        if self.name in ("eos", "alos"):
+            settings = {
+                "bootstrap_servers": self.bootstrap, "input_topic": self.input, "output_topic": self.output,
+                "dead_letter_topic": self.dead, "marker_topic": self.marker, "sink_id": self.sink_id,
+                "transactional_id_prefix": "bench",
+                "delivery_guarantee": "exactly-once" if self.name == "eos" else "at-least-once",
+                "checkpoint_location": str(self.checkpoint), "trigger_interval_seconds": str(p.trigger_seconds),
+                "shuffle_partitions": str(p.shuffle_partitions), "max_records_per_trigger": str(p.max_per_batch),
+                "filter": self.keys.filter_expression(self.key_field), "commit_shards": str(p.commit_shards),
+                "staging_retention_batches": "100000", "restart_delay_seconds": "1",
+            }
+            command = [*python, f"{PACKAGE}.bench.jobproc", "--progress-file", str(self.progress_file)]
+            for name, value in settings.items():
+                command += ["--set", f"{name}={value}"]
+            return command
+        if self.name == "spark_kafka":
+            return [*python, f"{PACKAGE}.bench.spark_kafka", "--jars", ",".join(self.jars or []),
+                    "--bootstrap", self.bootstrap, "--input", self.input, "--output", self.output,
+                    "--checkpoint", str(self.checkpoint), "--key-field", self.key_field,
+                    "--filter", self.keys.filter_expression(self.key_field), "--progress-file", str(self.progress_file),
+                    "--trigger-seconds", str(p.trigger_seconds), "--max-per-trigger", str(p.max_per_batch),
+                    "--shuffle-partitions", str(p.shuffle_partitions)]
+        if self.name == "plain_eos":
+            command = [*python, f"{PACKAGE}.bench.plain", "--bootstrap", self.bootstrap, "--input", self.input,
+                       "--output", self.output, "--key-field", self.key_field, "--group", f"group-{self.sink_id}",
+                       "--transactional-id", f"bench-{self.sink_id}", "--commit-interval-ms", str(p.plain_commit_ms),
+                       "--max-per-transaction", str(p.max_per_batch)]
+            return command + (["--excluded", self.keys.excluded] if self.keys.excluded else [])
+        raise ValueError(f"unknown contender {self.name!r}")
+
+    def measure(self, latency: bool = True, recovery: bool = False, log=print) -> dict[str, Any]:
+        p = self.profile
+        create_topics(self.bootstrap, {self.input: p.partitions, self.output: 2, self.dead: 1})
+        produce_plain(self.bootstrap, self.input, p.partitions, self.stream, p.warmup)
+        contender = Contender(self.name, self.command(), self.workdir)
+        tail = OutputTail(self.bootstrap, self.output)
+        tail.start()
+        contender.start()
+        try:
+            self._phases(contender, tail, latency, recovery, log)
+        except Exception as error:  # noqa: BLE001 - one contender's failure is reported, the others still run
+            self.result["error"] = f"{type(error).__name__}: {error}"
+            log(f"bench: {self.name}: {self.result['error']}\n{contender.log_tail()}")
+        finally:
+            contender.stop()
+            tail.stop()
+            self.result["peak_memory_mb"] = contender.peak_memory_mb()
+            self.result["profile"] = self._profile()
+            self.result["workdir"] = str(self.workdir)
+            delete_topics(self.bootstrap, [self.input, self.output, self.dead, self.marker])
+        return self.result
+
+    def _wait(self, tail: OutputTail, contender: Contender, what: str) -> float:
+        visible = tail.wait_total(self.stream.expected_total, self.profile.timeout, alive=contender.alive)
+        if visible is None:
+            problem = tail.error or ("the process exited" if not contender.alive() else "timed out")
+            raise RuntimeError(f"{what}: output did not reach {self.stream.expected_total} counted events "
+                               f"(at {tail.total}): {problem}")
+        return visible
+
+    def _phases(self, contender: Contender, tail: OutputTail, latency: bool, recovery: bool, log) -> None:
+        p = self.profile
+        self.result["startup_s"] = round(self._wait(tail, contender, "warm-up") - contender.started_at, 2)
+        log(f"bench: {self.name}: up in {self.result['startup_s']}s; backlog of {p.events} events")
+        visible_from = produce_backlog(self.bootstrap, self.input, p.partitions, self.stream, p.events)
+        done = self._wait(tail, contender, "backlog")
+        seconds = done - visible_from
+        self.result["throughput"] = {"events": p.events, "seconds": round(seconds, 3),
+                                     "eps": events_per_second(p.events, seconds)}
+        log(f"bench: {self.name}: {self.result['throughput']['eps']} events/s")
+        if latency:
+            base = dict(self.stream.expected)
+            producer = RateProducer(self.bootstrap, self.input, p.partitions, self.stream, p.rate, p.latency_seconds)
+            producer.start()
+            producer.join()
+            self._wait(tail, contender, "latency")
+            records = [(r.visible_at, r.key, r.count) for r in tail.snapshot()]
+            latencies = output_latencies(producer.produced_at, base, records)
+            self.result["latency"] = {"rate_eps": p.rate, "seconds": p.latency_seconds, "events": producer.produced,
+                                      "records": len(latencies), "ms": distribution(latencies, 1000),
+                                      "cdf_ms": _samples(latencies)}
+            log(f"bench: {self.name}: latency p50 {self.result['latency']['ms']['p50']} ms, "
+                f"p99 {self.result['latency']['ms']['p99']} ms")
+        if recovery:
+            self.result["recovery"] = self._recovery(contender, tail, log)
+        self.result["verified"] = dict(tail.latest) == dict(self.stream.expected)
+
+    def _recovery(self, contender: Contender, tail: OutputTail, log) -> dict[str, Any]:
+        p = self.profile
+        producer = RateProducer(self.bootstrap, self.input, p.partitions, self.stream, p.rate)
+        producer.start()
+        try:
+            time.sleep(max(3.0, 3 * p.trigger_seconds))  # batches are flowing
+            killed_at = contender.kill()
+            contender.start()
+            time.sleep(1.0)  # what the killed driver committed is visible by now; the new one has not started
+            newest = tail.max_batch()
+            deadline = time.monotonic() + p.timeout
+            first = None
+            while first is None and time.monotonic() < deadline and contender.alive():
+                first = tail.first_after(killed_at, newest)
+                time.sleep(0.1)
+            if first is None:
+                raise RuntimeError("recovery: no new batch became visible after the restart")
+            time.sleep(2.0)
+        finally:
+            producer.stop()
+        self._wait(tail, contender, "after recovery")
+        duplicates = self._duplicated_batches(tail)
+        log(f"bench: {self.name}: recovered in {first.visible_at - killed_at:.1f}s")
+        return {"seconds": round(first.visible_at - killed_at, 2), "first_batch_after": first.batch_id,
+                "last_batch_before": newest, "duplicated_key_batches": duplicates}
+
+    @staticmethod
+    def _duplicated_batches(tail: OutputTail) -> int:
+        seen: set[tuple[str, int]] = set()
+        duplicates = 0
+        for record in tail.snapshot():
+            if record.batch_id is None:
+                continue
+            if (record.key, record.batch_id) in seen:
+                duplicates += 1
+            seen.add((record.key, record.batch_id))
+        return duplicates
+
+    def _profile(self) -> dict[str, Any] | None:
+        batches = read_progress(self.progress_file)
+        if not batches and self.name not in ("eos", "alos"):
+            return None
+        profile = {"spark_progress": progress_profile(batches)}
+        if self.name == "eos":
+            profile["sink_log"] = sink_log_profile(self.checkpoint, self.sink_id)
+        return profile

@@ -1,0 +1,179 @@
+"""A contender as a process of its own (a new session, as tests/harness.py runs the job), with
+its peak memory: VmHWM of the driver's Python process, of its JVM child and of Python workers,
+read from /proc while they live."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+PACKAGE = __package__.rsplit(".", 1)[0]
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    tree = _children()
+    found, todo = [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _hwm_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _kind(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            argv = cmdline.read().split(b"\0")
+    except OSError:
+        return "other"
+    name = os.path.basename(argv[0]).decode(errors="replace") if argv and argv[0] else ""
+    if name == "java":
+        return "jvm"
+    if name.startswith("python"):
+        return "python_workers"
+    return "other"
+
+
+class Contender:
+    """One run of a contender's process; `restart()` starts the same command again."""
+
+    def __init__(self, name: str, command: list[str], workdir: Path, env: dict[str, str] | None = None) -> None:
+        self.name, self.command, self.workdir = name, command, workdir
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(f"{PACKAGE.upper()}_")}
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self.env.update(env or {})
+        self.process: subprocess.Popen | None = None
+        self.incarnations: list[dict[str, dict[int, int]]] = []  # per start: kind -> {pid: peak KiB}
+        self._sampler: threading.Thread | None = None
+        self._halt = threading.Event()
+        self.started_at = 0.0
+        self.runs = 0
+
+    def start(self) -> None:
+        self.runs += 1
+        log = open(self.workdir / f"{self.name}-{self.runs}.log", "w")  # noqa: SIM115 - the child owns it
+        self.started_at = time.time()
+        self.process = subprocess.Popen(self.command, cwd=self.workdir, env=self.env, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.incarnations.append({"driver_python": {}, "jvm": {}, "python_workers": {}, "other": {}})
+        self._halt.clear()
+        self._sampler = threading.Thread(target=self._sample, args=(self.process.pid, self.incarnations[-1]),
+                                         daemon=True)
+        self._sampler.start()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _sample(self, root: int, peaks: dict[str, dict[int, int]]) -> None:
+        while not self._halt.is_set():
+            for pid in [root, *descendants(root)]:
+                kind = "driver_python" if pid == root else _kind(pid)
+                hwm = _hwm_kib(pid)
+                if hwm is not None:
+                    peaks[kind][pid] = max(peaks[kind].get(pid, 0), hwm)
+            if self.process is None or self.process.poll() is not None:
+                return
+            self._halt.wait(0.5)
+
+    def peak_memory_mb(self) -> dict[str, float] | None:
+        """The largest incarnation: driver Python + its JVM (the figure asked for), and the
+        Python workers' peaks summed (they run concurrently)."""
+        best = None
+        for peaks in self.incarnations:
+            driver = sum(peaks["driver_python"].values()) / 1024
+            jvm = max(peaks["jvm"].values(), default=0) / 1024
+            workers = sum(peaks["python_workers"].values()) / 1024
+            figures = {"driver_python": round(driver, 1), "jvm": round(jvm, 1),
+                       "driver_total": round(driver + jvm, 1), "python_workers": round(workers, 1)}
+            if best is None or figures["driver_total"] > best["driver_total"]:
+                best = figures
+        return best
+
+    def _stop_sampler(self) -> None:
+        self._halt.set()
+        if self._sampler is not None:
+            self._sampler.join(5)
+
+    def kill(self) -> float:
+        """SIGKILL the driver's process group and every descendant: a crash. Returns when."""
+        assert self.process is not None
+        self._halt.set()  # one last sample first: VmHWM is gone with the process
+        if self._sampler is not None:
+            self._sampler.join(5)
+        self._sample_once()
+        family = descendants(self.process.pid)
+        killed_at = time.time()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait()
+        return killed_at
+
+    def _sample_once(self) -> None:
+        if self.process is None or not self.incarnations:
+            return
+        peaks = self.incarnations[-1]
+        root = self.process.pid
+        for pid in [root, *descendants(root)]:
+            kind = "driver_python" if pid == root else _kind(pid)
+            if (hwm := _hwm_kib(pid)) is not None:
+                peaks[kind][pid] = max(peaks[kind].get(pid, 0), hwm)
+
+    def stop(self, timeout: float = 90.0) -> int | None:
+        """SIGTERM (each contender stops at a batch boundary), then SIGKILL what is left."""
+        if self.process is None:
+            return None
+        self._sample_once()
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout)
+        family = descendants(self.process.pid) if self.process.poll() is None else []
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for pid in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait()
+        self._stop_sampler()
+        return self.process.returncode
+
+    def log_tail(self, lines: int = 15) -> str:
+        path = self.workdir / f"{self.name}-{self.runs}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -1,0 +1,165 @@
+"""bench-results.md (the tables) and the PNG plots (matplotlib, from the `bench` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .stats import CONTENDERS, ratio
+
+
+def _cell(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
+    return lines
+
+
+def contender_table(results: dict[str, Any]) -> list[str]:
+    contenders = results["contenders"]
+    eos_eps = ((contenders.get("eos") or {}).get("throughput") or {}).get("eps")
+    rows = []
+    for name in CONTENDERS:
+        c = contenders.get(name)
+        if c is None:
+            continue
+        eps = (c.get("throughput") or {}).get("eps")
+        latency = (c.get("latency") or {}).get("ms") or {}
+        memory = c.get("peak_memory_mb") or {}
+        rows.append([
+            f"{name}: {c['label']}" + (f" **failed: {c['error']}**" if c.get("error") else ""),
+            eps, _cell(ratio(eps, eos_eps), 2), latency.get("p50"), latency.get("p99"), c.get("startup_s"),
+            memory.get("driver_total"), (c.get("recovery") or {}).get("seconds"), c.get("verified"),
+        ])
+    return _table(["contender", "events/s (backlog)", "× eos", "latency p50 ms", "latency p99 ms", "start-up s",
+                   "peak driver MB (python+JVM)", "recovery s", "counts exact"], rows)
+
+
+def eos_profile(results: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for name in ("eos", "alos", "spark_kafka"):
+        profile = ((results["contenders"].get(name) or {}).get("profile") or {}).get("spark_progress")
+        if not profile:
+            continue
+        lines += ["", f"Spark progress of `{name}`: {profile['batches']} batches with input, "
+                      f"p50 {_cell(profile['rows_per_batch_p50'], 0)} rows each", ""]
+        lines += _table(["phase (durationMs)", "total ms", "share of triggerExecution", "p50 ms per batch"],
+                        [[phase, v["total_ms"], _cell(v["share"], 3), v["p50_ms"]]
+                         for phase, v in profile["phases"].items()])
+    sink = ((results["contenders"].get("eos") or {}).get("profile") or {}).get("sink_log")
+    if sink:
+        lines += ["", f"Sink log of `eos` ({sink['batches']} batches, p50 {_cell(sink['records_per_batch_p50'], 0)} "
+                      "records): phase 2 = committed_at − last staged file written", ""]
+        lines += _table(["figure", "p50", "p99", "max"], [
+            ["phase 2 ms", sink["phase2_ms"]["p50"], sink["phase2_ms"]["p99"], sink["phase2_ms"]["max"]],
+            ["staging spread ms (first to last task)", sink["staging_spread_ms"]["p50"],
+             sink["staging_spread_ms"]["p99"], sink["staging_spread_ms"]["max"]],
+            ["phase 2 records/s", sink["phase2_records_per_s_p50"], None, None],
+        ])
+    return lines
+
+
+def commit_table(results: dict[str, Any]) -> list[str]:
+    micro = results.get("commit_microbench") or {}
+    runs = micro.get("runs") or []
+    if not runs:
+        return [f"commit microbenchmark: {micro.get('error', 'not run')}"]
+    rows = []
+    for run in runs:
+        steps = run["steps_ms_p50"]
+        rows.append([run["rows"], run["shards"], run["batches"], run["commit_ms"]["p50"], run["commit_ms"]["p99"],
+                     steps["log_write"], steps["read_staged"], steps["produce"], steps["kafka_commit"],
+                     steps["other"], run["phase2_records_per_s_p50"]])
+    return _table(["rows", "shards", "batches", "commit p50 ms", "commit p99 ms", "log writes", "read staged",
+                   "produce+flush", "Kafka commit", "other", "phase-2 records/s"], rows)
+
+
+def scaling_table(results: dict[str, Any]) -> list[str]:
+    runs = results.get("scaling") or []
+    if not runs:
+        return []
+    rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"), r.get("error") or ""] for r in runs]
+    return ["", "## Scaling (throughput draining the backlog)", "",
+            *_table(["dimension", "value", "contender", "events/s", "error"], rows)]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    profile = results["profile"]
+    env = results["environment"]
+    lines = [
+        "# Benchmark: the cost of exactly-once", "",
+        f"{profile['events']:,} events backlog over {profile['partitions']} partitions, {profile['keys']:,} keys; "
+        f"latency at {profile['rate']:g} events/s for {profile['latency_seconds']:g}s; trigger "
+        f"{profile['trigger_seconds']:g}s, at most {profile['max_per_batch']:,} records per batch; "
+        f"{env.get('cpus')} CPUs, load average {env.get('loadavg_before')} → {env.get('loadavg_after')}; "
+        f"Spark {env.get('pyspark')}, built-in connector {env.get('spark_kafka_connector') or '–'}. "
+        "Ratios are the figures to compare: every contender ran in this one run on the same input.", "",
+        *contender_table(results), "",
+        "Latency of an output record: visible to a read_committed consumer − produce time of the event that made "
+        "its count true (the count-th event of that key). Throughput: backlog events / (output complete − backlog "
+        "visible), the backlog being produced in one transaction.", "",
+        "## Phase 2 alone (coordinator.commit_batch microbenchmark)", "", *commit_table(results),
+        "", "## Where the time goes", *eos_profile(results), *scaling_table(results), "",
+        f"`{results['summary_line']}`", "",
+    ]
+    return "\n".join(lines)
+
+
+def plots(results: dict[str, Any], out: Path) -> list[str]:
+    """Write the PNGs; the names written (none when matplotlib is missing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    contenders = {n: c for n, c in results["contenders"].items() if c}
+    written = []
+    names = [n for n in CONTENDERS if n in contenders]
+
+    figure, axis = plt.subplots(figsize=(7, 3.5))
+    axis.bar(names, [((contenders[n].get("throughput") or {}).get("eps") or 0) for n in names], color="#4c72b0")
+    axis.set_ylabel("events/s draining the backlog")
+    axis.set_title("Throughput")
+    figure.tight_layout()
+    figure.savefig(out / "throughput.png", dpi=110)
+    written.append("throughput.png")
+
+    figure, axis = plt.subplots(figsize=(7, 3.5))
+    for name in names:
+        cdf = (contenders[name].get("latency") or {}).get("cdf_ms") or []
+        if cdf:
+            axis.plot(cdf, [i / max(1, len(cdf) - 1) for i in range(len(cdf))], label=name)
+    axis.set_xscale("log")
+    axis.set_xlabel("end-to-end latency, ms (log)")
+    axis.set_ylabel("share of output records")
+    axis.set_title(f"Latency CDF at {results['profile']['rate']:g} events/s")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out / "latency.png", dpi=110)
+    written.append("latency.png")
+
+    phases = ((contenders.get("eos") or {}).get("profile") or {}).get("spark_progress")
+    if phases:
+        figure, axis = plt.subplots(figsize=(7, 3.5))
+        shown = {k: v["total_ms"] for k, v in phases["phases"].items() if k != "triggerExecution"}
+        axis.barh(list(shown), list(shown.values()), color="#55a868")
+        axis.set_xlabel("ms, summed over batches with input")
+        axis.set_title("eos: Spark batch phases")
+        figure.tight_layout()
+        figure.savefig(out / "eos-phases.png", dpi=110)
+        written.append("eos-phases.png")
+    plt.close("all")
+    return written

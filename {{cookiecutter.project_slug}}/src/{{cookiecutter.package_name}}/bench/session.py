@@ -1,0 +1,136 @@
+"""One benchmark run: a broker, each contender in turn on the same input, the phase-2
+microbenchmark, optionally the scaling runs; then the JSON, the Markdown table, the plots and
+the summary line (printed last)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ..kafka_local import provide_kafka
+from .measure import Profile, Run
+from .microbench import commit_microbench
+from .report import markdown, plots
+from .spark_kafka import connector_jars
+from .stats import CONTENDERS, RESULT_SCHEMA, contender_result, summary, summary_line, validate
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _profile(args: argparse.Namespace) -> Profile:
+    return Profile(events=args.events, partitions=args.partitions, keys=args.keys, rate=args.rate,
+                   latency_seconds=args.latency_seconds, trigger_seconds=args.trigger_seconds,
+                   max_per_batch=args.max_per_batch, commit_shards=args.commit_shards,
+                   plain_commit_ms=args.plain_commit_ms, seed=args.seed)
+
+
+def _scaling(bootstrap: str, base: Profile, workdir: Path, log) -> list[dict[str, Any]]:
+    """Throughput only (no latency, no recovery) of eos and alos while one dimension varies."""
+    variants: list[tuple[str, Any, Profile, tuple[str, ...]]] = []
+    for keys in (10, 10_000, 1_000_000):
+        events = max(base.events, keys)  # every key in one batch: distinct keys per batch = keys
+        variants.append(("keys per batch", keys, dataclasses.replace(base, keys=keys, events=events,
+                                                                     max_per_batch=events), ("eos", "alos")))
+    for partitions in (1, 8, 32):
+        variants.append(("input partitions", partitions, dataclasses.replace(base, partitions=partitions),
+                         ("eos", "alos")))
+    for shards in (1, 4):
+        variants.append(("commit shards (10k keys)", shards,
+                         dataclasses.replace(base, commit_shards=shards, keys=10_000), ("eos",)))
+    rows = []
+    for dimension, value, profile, names in variants:
+        for name in names:
+            log(f"bench: scaling {dimension}={value}: {name}")
+            result = Run(name, bootstrap, profile, workdir, None).measure(latency=False, log=log)
+            rows.append({"dimension": dimension, "value": value, "contender": name,
+                         "eps": (result.get("throughput") or {}).get("eps"), "error": result.get("error"),
+                         "peak_memory_mb": result.get("peak_memory_mb")})
+    return rows
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    out = Path(args.out).resolve()  # contenders run in their own directories
+    workdir = out / "runs"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    names = [n.strip() for n in args.contenders.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(CONTENDERS))
+    if unknown:
+        raise SystemExit(f"bench: unknown contender(s) {unknown}; choose from {', '.join(CONTENDERS)}")
+    profile = _profile(args)
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    environment: dict[str, Any] = {
+        "cpus": os.cpu_count(), "loadavg_before": _loadavg(), "python": platform.python_version(),
+        "pyspark": importlib.metadata.version("pyspark"),
+        "confluent_kafka": importlib.metadata.version("confluent-kafka"),
+    }
+    contenders: dict[str, dict[str, Any]] = {}
+    jars = None
+    if "spark_kafka" in names:
+        try:
+            version, jars = connector_jars(args.spark_kafka_version, log)
+            environment["spark_kafka_connector"] = version
+        except Exception as error:  # noqa: BLE001 - the other contenders still run
+            contenders["spark_kafka"] = {**contender_result("spark_kafka"), "error": str(error)}
+            names.remove("spark_kafka")
+
+    with provide_kafka(workdir) as kafka:
+        log(kafka.describe())
+        environment["kafka"] = kafka.provider
+        for name in names:
+            log(f"bench: {name}: {contender_result(name)['label']}")
+            contenders[name] = Run(name, kafka.bootstrap_servers, profile, workdir, jars).measure(
+                recovery=(name == "eos" and not args.no_recovery), log=log)
+        commit: dict[str, Any] = {"runs": []}
+        try:
+            for shards in (1, 4):
+                log(f"bench: phase-2 microbenchmark, {args.commit_rows} rows, {shards} shard(s)")
+                commit["runs"].append(commit_microbench(kafka.bootstrap_servers, args.commit_rows, shards,
+                                                        args.commit_batches, workdir))
+        except Exception as error:  # noqa: BLE001 - reported with the results
+            commit["error"] = f"{type(error).__name__}: {error}"
+        scaling = _scaling(kafka.bootstrap_servers, profile, workdir, log) if args.scaling else None
+
+    environment["loadavg_after"] = _loadavg()
+    results: dict[str, Any] = {
+        "schema": RESULT_SCHEMA,
+        "profile": profile.as_dict(),
+        "environment": environment,
+        "contenders": {n: contenders[n] for n in CONTENDERS if n in contenders},
+        "commit_microbench": commit,
+        "scaling": scaling,
+    }
+    results["summary"] = summary(results["contenders"], commit)
+    results["summary_line"] = summary_line(results["summary"])
+    results["duration_s"] = round(time.monotonic() - started, 1)
+    problems = validate(results)
+    if problems:
+        results["problems"] = problems
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench-results.json").write_text(json.dumps(results, indent=1))
+    (out / "bench-results.md").write_text(markdown(results))
+    written = plots(results, out)
+    print()
+    print(markdown(results))
+    print(f"bench: wrote {out / 'bench-results.json'}, {out / 'bench-results.md'}"
+          + (f", {', '.join(written)}" if written else " (no plots: matplotlib is not installed)")
+          + f" in {results['duration_s']:.0f}s")
+    failed = [n for n, c in results["contenders"].items() if c.get("error")] + (["commit"] if "error" in commit else [])
+    if failed:
+        print(f"bench: failed: {', '.join(failed)}")
+    print(results["summary_line"], flush=True)
+    return 1 if failed or problems else 0

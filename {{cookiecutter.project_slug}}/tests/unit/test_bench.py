@@ -1,0 +1,123 @@
+"""The benchmark's pure parts: percentiles, the latency definition, the result document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from {{ cookiecutter.package_name }}.bench.stats import (
+    CONTENDERS,
+    RESULT_SCHEMA,
+    SUMMARY_FIELDS,
+    contender_result,
+    distribution,
+    events_per_second,
+    output_latencies,
+    percentile,
+    ratio,
+    summary,
+    summary_line,
+    validate,
+)
+
+
+def test_percentile_interpolates_between_closest_ranks():
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 4.0
+    assert percentile(values, 50) == 2.5
+    assert percentile(list(range(101)), 99) == 99.0
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) is None
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+
+
+def test_distribution_scales_and_rounds():
+    d = distribution([0.1, 0.2, 0.3], scale=1000)
+    assert d == {"count": 3, "p50": 200.0, "p90": 280.0, "p99": 298.0, "max": 300.0, "mean": 200.0}
+    assert distribution([])["p50"] is None
+
+
+def test_latency_is_visible_time_minus_produce_time_of_the_event_that_made_the_count_true():
+    produced_at = {"red": [10.0, 11.0, 12.0], "blue": [10.5]}
+    base = {"red": 100}  # red had 100 before the window; blue none
+    outputs = [
+        (12.5, "red", 102),  # the 2nd red event of the window (produced at 11.0) made it 102
+        (12.6, "blue", 1),
+        (13.0, "red", 103),
+        (13.1, "red", 103),  # an at-least-once duplicate: only the first visibility counts
+        (9.0, "red", 100),  # from before the window
+        (14.0, "red", 104),  # more than was produced in the window: not attributable
+    ]
+    assert output_latencies(produced_at, base, outputs) == pytest.approx([1.5, 2.1, 1.0])
+
+
+def test_latency_is_never_negative_for_a_possible_output():
+    produced_at = {"k": [5.0, 6.0]}
+    # count 2 cannot be visible before the 2nd event exists; visible at 6.0 is the fastest possible
+    assert output_latencies(produced_at, {}, [(6.0, "k", 2)]) == [0.0]
+
+
+def test_rates_and_ratios():
+    assert events_per_second(1000, 4.0) == 250.0
+    assert events_per_second(1000, 0) is None
+    assert ratio(1.0, 4.0) == 0.25
+    assert ratio(None, 4.0) is None
+    assert ratio(1.0, 0) is None
+
+
+def _results() -> dict:
+    contenders = {}
+    for i, name in enumerate(CONTENDERS):
+        contender = contender_result(name)
+        contender["throughput"] = {"events": 1000, "seconds": 1.0 + i, "eps": events_per_second(1000, 1.0 + i)}
+        contender["latency"] = {"rate_eps": 500, "seconds": 10, "events": 5000, "records": 40,
+                                "ms": distribution([0.5, 1.0], 1000)}
+        contenders[name] = contender
+    contenders["eos"]["recovery"] = {"seconds": 31.5}
+    commit = {"runs": [{"rows": 10_000, "shards": 1, "commit_ms": {"p50": 150.25}}]}
+    results = {
+        "schema": RESULT_SCHEMA, "profile": {}, "environment": {}, "contenders": contenders,
+        "commit_microbench": commit, "scaling": None, "duration_s": 1.0,
+    }
+    results["summary"] = summary(contenders, commit)
+    results["summary_line"] = summary_line(results["summary"])
+    return results
+
+
+def test_result_document_shape_and_summary_line():
+    results = _results()
+    assert validate(results) == []
+    assert json.loads(json.dumps(results)) == results  # plain JSON
+    assert results["summary"] == {
+        "eos_eps": 1000.0, "alos_eps": 500.0, "spark_kafka_eps": 333.3, "plain_eos_eps": 250.0,
+        "eos_over_alos": 2.0, "commit_p50_ms": 150.25, "recovery_s": 31.5,
+    }
+    line = results["summary_line"]
+    assert line == ("bench: eos_eps=1000 alos_eps=500 spark_kafka_eps=333.3 plain_eos_eps=250 eos_over_alos=2 "
+                    "commit_p50_ms=150.2 recovery_s=31.5")
+    assert [part.split("=")[0] for part in line.removeprefix("bench: ").split()] == list(SUMMARY_FIELDS)
+
+
+def test_unmeasured_figures_are_nan_and_a_broken_document_is_reported():
+    assert summary_line(summary({}, None)) == "bench: " + " ".join(f"{name}=nan" for name in SUMMARY_FIELDS)
+    results = _results()
+    del results["contenders"]["alos"]["latency"]["ms"]["p99"]
+    results["summary_line"] = "bench: something else"
+    del results["duration_s"]
+    problems = validate(results)
+    assert "missing 'duration_s'" in problems
+    assert "contender 'alos': latency needs ms.p50 and ms.p99" in problems
+    assert "summary_line does not match summary" in problems
+
+
+def test_the_bench_command_imports_nothing_heavy():
+    code = ("import sys, {{ cookiecutter.package_name }}.bench as bench, argparse; "
+            "bench.add_arguments(argparse.ArgumentParser()); "
+            "print(sorted(m for m in ('pyspark', 'matplotlib', 'pandas', 'confluent_kafka') if m in sys.modules))")
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "[]"
