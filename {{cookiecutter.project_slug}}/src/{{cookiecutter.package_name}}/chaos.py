@@ -53,7 +53,8 @@ class Profile:
     partitions: int
     keys: int  # distinct keys, skewed: the first ones are far more frequent
     malformed_rate: float
-    max_records_per_trigger: int  # small, so that the input takes many batches
+    max_records_per_trigger: int  # small, so that the input takes many batches ...
+    drain_records_per_trigger: int  # ... but the final clean run drains what is left in a few
     chunks: int  # the input is produced in this many chunks ...
     chunk_interval: float  # ... this many seconds apart, while the job runs
     fault_rounds: int  # every fault point fires this many times (each one a driver kill)
@@ -68,10 +69,12 @@ PROFILES = {
     # Every job start costs 20-40 s of Spark start-up: the five fault runs are the driver kills,
     # the worker kill and the broker restart happen inside them, then one clean run drains the rest.
     "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_records_per_trigger=500,
-                     chunks=8, chunk_interval=4.0, fault_rounds=1, external_kills=0, worker_kills=1,
+                     drain_records_per_trigger=10_000,
+                     chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
                      broker_restarts=1, run_timeout=300, deadline=1200),
     "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_records_per_trigger=4000,
-                    chunks=40, chunk_interval=3.0, fault_rounds=2, external_kills=6, worker_kills=4,
+                    drain_records_per_trigger=40_000,
+                    chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
                     broker_restarts=2, run_timeout=600, deadline=7200),
 }
 
@@ -172,12 +175,33 @@ def command_line(pid: int) -> str:
         return ""
 
 
+def cpu_ticks(pid: int) -> int | None:
+    """User + system CPU time of a process, in clock ticks."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            stat = stat_file.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def python_workers(driver_pid: int) -> list[tuple[int, bool]]:
     """Spark's Python processes below the driver: (pid, forked worker?) A forked worker's parent
     is the daemon, whose command line it shares."""
     below = descendants(driver_pid)
     spark = {pid for pid in below if any(marker in command_line(pid) for marker in WORKER_MARKERS)}
     return [(pid, below[pid][0] in spark) for pid in sorted(spark)]
+
+
+def busy_workers(driver_pid: int, interval: float = 0.3) -> tuple[list[int], list[int]]:
+    """(forked workers that used CPU during `interval`, every forked worker or else the daemons)."""
+    workers = python_workers(driver_pid)
+    forked = [pid for pid, is_forked in workers if is_forked]
+    before = {pid: cpu_ticks(pid) for pid in forked}
+    time.sleep(interval)
+    busy = [pid for pid in forked if before[pid] is not None and (cpu_ticks(pid) or 0) > before[pid]]
+    return busy, forked or [pid for pid, _ in workers]
 
 
 # -- the input ----------------------------------------------------------------------------
@@ -276,8 +300,14 @@ def make_plan(profile: Profile, rng: random.Random) -> list[RunPlan]:
         host = hosts[i % len(hosts)] if i < len(hosts) else rng.choice(hosts)
         host.disruptions.append((kind, rng.uniform(0, 2)))
     for plan in plans:
-        plan.fault_ahead += 2 * len(plan.disruptions)  # room for the disruptions before the fault fires
+        plan.fault_ahead += room_for(plan.disruptions)
     return plans
+
+
+def room_for(disruptions: list[tuple[str, float]]) -> int:
+    """Batches to leave before the fault fires, so that the disruptions come first: a worker is
+    killed during the batch after the first one of the run; the broker restarts after one."""
+    return sum(2 if kind == WORKER else 1 for kind, _ in disruptions)
 
 
 # -- the runner ---------------------------------------------------------------------------
@@ -317,7 +347,7 @@ class Chaos:
         self.deadline = time.monotonic() + profile.deadline
 
     # -- settings and checkpoint ---------------------------------------------------------
-    def settings(self) -> dict[str, str]:
+    def settings(self, plan: RunPlan) -> dict[str, str]:
         return {
             "bootstrap_servers": self.bootstrap_servers,
             "input_topic": self.input_topic,
@@ -330,7 +360,8 @@ class Chaos:
             "checkpoint_location": str(self.checkpoint),
             "filter": f"`{self.key_field}` != '{EXCLUDED_KEY}'",
             "trigger_interval_seconds": "0.5",
-            "max_records_per_trigger": str(self.profile.max_records_per_trigger),
+            "max_records_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
+                                           else self.profile.max_records_per_trigger),
             "shuffle_partitions": "2",
             "restart_strategy": "fixed-delay",
             "restart_attempts": "1000",
@@ -390,7 +421,7 @@ class Chaos:
             env[faults.BATCH_VARIABLE] = str(fault_batch)
             env[faults.LOG_VARIABLE] = str(self.fault_log)
         command = [sys.executable, "-m", __package__, "run"]
-        for name, value in self.settings().items():
+        for name, value in self.settings(plan).items():
             command += ["--set", f"{name}={value}"]
         self.tally.runs += 1
         log_path = self.workdir / f"run-{self.tally.runs}.log"
@@ -408,17 +439,19 @@ class Chaos:
         kill_processes(below)
         process.wait()
 
-    def kill_worker(self, process: subprocess.Popen) -> str | None:
-        workers = python_workers(process.pid)
-        forked = [pid for pid, is_forked in workers if is_forked]
-        candidates = forked or [pid for pid, _ in workers]
+    def kill_worker(self, process: subprocess.Popen, patient: bool) -> str | None:
+        """SIGKILL one Python worker, preferably one running a task (a worker idle in Spark's
+        pool is simply replaced); None when there is none yet and `patient`."""
+        busy, others = busy_workers(process.pid)
+        candidates = busy or ([] if patient else others)
         if not candidates:
             return None
         victim = self.rng.choice(candidates)
         description = command_line(victim)
         with contextlib.suppress(ProcessLookupError):
             os.kill(victim, signal.SIGKILL)
-        return f"pid {victim} ({'forked worker' if victim in forked else 'daemon'}: {description[-60:]})"
+        state = "busy" if busy else "idle"
+        return f"pid {victim}, {state}: {description[-50:]}"
 
     def execute(self, plan: RunPlan, producer: InputProducer) -> RunPlan | None:
         """Run the job once as planned; return what remains to be done (a fault that did not
@@ -450,7 +483,7 @@ class Chaos:
                 due = now + pending[0][1]
             if pending and due is not None and now >= due:
                 if pending[0][0] == WORKER:
-                    victim = self.kill_worker(process)
+                    victim = self.kill_worker(process, patient=now < due + 15)
                     if victim:
                         self.tally.worker_kills += 1
                         self.say(f"run {self.tally.runs}: SIGKILL of a Python worker alone: {victim}")
@@ -570,7 +603,7 @@ class Chaos:
                 continue
             if left.end is None and queue:  # disruptions that did not happen: the next run takes them
                 queue[0].disruptions[:0] = left.disruptions
-                queue[0].fault_ahead += 2 * len(left.disruptions)
+                queue[0].fault_ahead += room_for(left.disruptions)
             else:
                 queue.appendleft(left)
         completed = self.finished

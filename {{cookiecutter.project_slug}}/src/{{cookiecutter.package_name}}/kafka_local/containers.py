@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,6 +16,7 @@ from .errors import KafkaUnavailable
 from .process import _new_cluster_id, free_port
 
 DATA_DIR = "/var/lib/kafka/data"  # a volume in apache/kafka, owned by its non-root user
+OWNER_LABEL = "kafka-local.owner"  # "<host>:<pid>" of the session that started the container
 
 
 def docker_engine_answers() -> bool:
@@ -107,12 +111,17 @@ class KafkaContainer:
 @contextmanager
 def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContainer]:
     """Yield a serving Kafka container; the container and its data volume are removed on exit."""
+    import docker
     from testcontainers.core.container import DockerContainer
 
+    client = docker.from_env()
+    labels = {OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
+    _reap_orphans(client)
     port = free_port()
-    volume = f"kafka-data-{uuid.uuid4().hex[:12]}"
+    volume = client.volumes.create(f"kafka-data-{uuid.uuid4().hex[:12]}", labels=labels).name
     container = (
         DockerContainer(image)
+        .with_kwargs(labels=labels)
         .with_bind_ports(port, port)
         .with_volume_mapping(volume, DATA_DIR, "rw")
         .with_env("CLUSTER_ID", _cluster_id())
@@ -129,7 +138,8 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
                 raise KafkaUnavailable(f"{error}\nlast container output:\n{logs[-3000:]}") from None
             yield started
     finally:
-        _remove_volume(volume)
+        _remove_volume(client, volume)
+        client.close()
 
 
 def _cluster_id() -> str:
@@ -139,14 +149,34 @@ def _cluster_id() -> str:
     return cluster_id
 
 
-def _remove_volume(name: str) -> None:
-    import docker
+def _remove_volume(client: Any, name: str) -> None:
     import docker.errors
 
-    client = docker.from_env()
-    try:
+    with contextlib.suppress(docker.errors.NotFound):
         client.volumes.get(name).remove(force=True)
-    except docker.errors.NotFound:
-        pass
-    finally:
-        client.close()
+
+
+def _reap_orphans(client: Any) -> None:
+    """Remove containers and volumes of sessions on this host that died without cleaning up
+    (a CI timeout's SIGKILL, say): Ryuk, testcontainers' reaper, cannot run without a registry."""
+    import docker.errors
+
+    def orphaned(labels: dict[str, str] | None) -> bool:
+        host, _, pid = (labels or {}).get(OWNER_LABEL, "").rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+    for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+        if orphaned(container.labels):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+    for volume in client.volumes.list(filters={"label": OWNER_LABEL}):
+        if orphaned(volume.attrs.get("Labels")):
+            _remove_volume(client, volume.name)

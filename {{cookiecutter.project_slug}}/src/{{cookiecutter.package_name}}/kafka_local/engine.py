@@ -7,8 +7,10 @@ its Docker-compatible API on a private socket for the duration of a `with` block
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +56,11 @@ def apt_install(packages: list[str] | tuple[str, ...], log: Log = print) -> None
             )
         _apt_updated = _apt_updated or command[1] == "update"
     log(f"kafka: installed {' '.join(packages)} in {time.monotonic() - started:.1f}s")
+
+
+def _die_with_parent() -> None:
+    """Runs in the child: the kernel sends it SIGTERM when the test session dies, even by SIGKILL."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def _ping(docker_host: str) -> bool:
@@ -102,6 +109,7 @@ def container_engine(log: Log = print, timeout: float = 30.0) -> Iterator[str | 
         service = subprocess.Popen(
             [shutil.which("podman") or "podman", "system", "service", "--time=0", docker_host],
             env={**os.environ, **settings}, stdout=service_log, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
         )
     try:
         deadline = time.monotonic() + timeout
