@@ -35,6 +35,7 @@ def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_sl
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
         # Report idle triggers every second, so the runner sees promptly when the input is drained.
         .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
         .config("spark.sql.session.timeZone", "UTC")
