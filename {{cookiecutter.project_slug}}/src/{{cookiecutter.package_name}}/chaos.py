@@ -36,7 +36,7 @@ import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .sink import faults
 
@@ -45,6 +45,10 @@ EXCLUDED_KEY = "orange"  # sample.make_events leaves it out of the expected coun
 WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker")
 KILL = "kill"  # a run that ends with an external SIGKILL of the driver's process group
 WORKER, BROKER = "worker", "broker"  # disruptions inside a run
+QUIET = {"log_level": 2}  # librdkafka: no connection-refused lines while the broker restarts
+# Held while the broker restarts, and while a run creates its topics or reads its verdict: runs
+# sharing a broker (in one process) must not see it vanish in the middle of those.
+BROKER_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,8 @@ PROFILES = {
     "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_records_per_trigger=500,
                      drain_records_per_trigger=10_000,
                      chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
-                     broker_restarts=1, run_timeout=300, deadline=1200),
-    "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_records_per_trigger=4000,
+                     broker_restarts=1, run_timeout=300, deadline=1500),
+    "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_records_per_trigger=2000,
                     drain_records_per_trigger=40_000,
                     chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
                     broker_restarts=2, run_timeout=600, deadline=7200),
@@ -92,14 +96,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "broker restarts need testcontainers or process")
 
 
-def run(args: argparse.Namespace, kafka: Any = None) -> int:
+def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) -> int:
     """Run the chaos profile; `kafka` is a KafkaHandle to use (the tests pass theirs), else one
-    is provided for the duration of the run."""
+    is provided for the duration of the run. Progress and the verdict go to `out` (stdout).
+    Several runs may share a broker and a process (the tests run both guarantees side by side):
+    a broker restart then never overlaps another run's topic creation or verification."""
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="chaos-"))
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    say = Reporter()
+    say = Reporter(out or sys.stdout)
     say(f"seed={seed} profile={args.profile} guarantee={args.guarantee} workdir={workdir}")
     if kafka is not None:
         return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say).run()
@@ -113,14 +119,18 @@ def run(args: argparse.Namespace, kafka: Any = None) -> int:
 
 
 class Reporter:
-    def __init__(self) -> None:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
         self.started = time.monotonic()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def __call__(self, message: str) -> None:
-        print(f"chaos: [{self.elapsed():7.1f}s] {message}", flush=True)
+        self.line(f"chaos: [{self.elapsed():7.1f}s] {message}")
+
+    def line(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
 
 
 # -- processes ----------------------------------------------------------------------------
@@ -224,7 +234,7 @@ class InputProducer(threading.Thread):
 
         producer = Producer({
             "bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 20,
-            "message.timeout.ms": 900_000,
+            "message.timeout.ms": 900_000, **QUIET,
         })
 
         def on_delivery(error, _message) -> None:
@@ -344,6 +354,7 @@ class Chaos:
         self.input_end: dict[int, int] | None = None
         self.last_reported = -1
         self.finished = False
+        self.current: subprocess.Popen | None = None
         self.deadline = time.monotonic() + profile.deadline
 
     # -- settings and checkpoint ---------------------------------------------------------
@@ -459,6 +470,7 @@ class Chaos:
         before = self.last_committed()
         fired_before = len(self.fired())
         process, log_path, fault_batch = self.start_job(plan)
+        self.current = process
         self.say(f"run {self.tally.runs} (pid {process.pid}): {plan.describe()}"
                  + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
                  + f"; log {log_path.name}")
@@ -511,7 +523,7 @@ class Chaos:
                         pending.clear()
                     self.say(f"run {self.tally.runs}: input drained; SIGTERM (stops at a batch boundary)")
                     stopped_by_us = True
-                    os.killpg(process.pid, signal.SIGTERM)
+                    process.send_signal(signal.SIGTERM)  # the driver only: its JVM must outlive the stop
                     try:
                         process.wait(120)
                     except subprocess.TimeoutExpired:
@@ -568,7 +580,8 @@ class Chaos:
             return
         self.say("kill -9 of the Kafka broker; restarting it on the same data")
         started = time.monotonic()
-        self.kafka.restart_broker()
+        with BROKER_LOCK:
+            self.kafka.restart_broker()
         self.tally.broker_restarts += 1
         self.say(f"broker serving again after {time.monotonic() - started:.1f}s")
 
@@ -587,18 +600,29 @@ class Chaos:
                  f"max_records_per_trigger={profile.max_records_per_trigger}")
         self.say("plan: " + "; ".join(f"{i + 1}) {p.describe()}" for i, p in enumerate(plans))
                  + f"; {len(plans) + 1}) clean run until drained")
-        create_topics(self.bootstrap_servers, {self.input_topic: profile.partitions, self.output_topic: 2,
-                                               self.dead_letter_topic: 1})
+        with BROKER_LOCK:
+            create_topics(self.bootstrap_servers, {self.input_topic: profile.partitions, self.output_topic: 2,
+                                                   self.dead_letter_topic: 1})
         producer = InputProducer(self.bootstrap_servers, self.input_topic, sample.values, profile.partitions,
                                  profile.chunks, profile.chunk_interval, self.say)
         queue = deque(plans)
         producer.start()  # with the first run: the input arrives while the job runs
-        while not self.finished and time.monotonic() < self.deadline:
+        most_runs = 3 * len(plans) + 10
+        while not self.finished and time.monotonic() < self.deadline and self.tally.runs < most_runs:
             plan = queue.popleft() if queue else RunPlan(None)
             if plan.attempt > 3:
                 self.say(f"giving up on fault {plan.end}: it did not fire in 3 runs")
                 continue
-            left = self.execute(plan, producer)
+            if plan.end is None and not plan.disruptions and self.drained(producer):
+                self.say("the input is drained: no further run needed")
+                self.finished = True
+                break
+            try:
+                left = self.execute(plan, producer)
+            except BaseException:  # interrupted: leave no job behind
+                if self.current is not None:
+                    self.kill_driver(self.current, {})
+                raise
             if left is None:
                 continue
             if left.end is None and queue:  # disruptions that did not happen: the next run takes them
@@ -614,7 +638,26 @@ class Chaos:
 
     # -- the independent check ----------------------------------------------------------------
     def verify(self, malformed_values: list[bytes], completed: bool) -> int:
+        with BROKER_LOCK:
+            inputs, published = self.read_back()
+        return self.judge(inputs, published, malformed_values, completed)
+
+    def read_back(self) -> tuple[list[bytes], Any]:
+        """The input topic and what was published, both with read_committed."""
         from .readback import read_published, read_topic
+
+        for attempt in range(1, 4):
+            try:
+                inputs = [value for _key, value in read_topic(self.bootstrap_servers, self.input_topic, timeout=300)]
+                return inputs, read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
+            except (RuntimeError, TimeoutError) as error:
+                if attempt == 3:
+                    raise
+                self.say(f"reading back failed ({error}); again in 10s")
+                time.sleep(10)
+        raise AssertionError("unreachable")
+
+    def judge(self, inputs: list[bytes], published: Any, malformed_values: list[bytes], completed: bool) -> int:
         from .verify import verify
 
         t = self.tally
@@ -623,7 +666,7 @@ class Chaos:
         malformed: list[bytes] = []
         records = 0
         # The expectation comes from the input topic itself (read_committed), not from the job.
-        for _key, value in read_topic(self.bootstrap_servers, self.input_topic, timeout=300):
+        for value in inputs:
             records += 1
             if value in malformed_set:
                 malformed.append(value)
@@ -633,7 +676,6 @@ class Chaos:
                 expected[key] += 1
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
-        published = read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
         verdict = verify(published, dict(expected), malformed)
         batches = {batch for history in published.counts.values() for batch, _ in history}
         self.say(f"verify (read_committed): {sum(len(h) for h in published.counts.values())} count records "
@@ -649,9 +691,9 @@ class Chaos:
                  f"{t.worker_kills} query_restarts={t.query_restarts} broker_restarts={t.broker_restarts} "
                  f"unexpected_exits={t.unexpected_exits} completed={str(completed).lower()} "
                  f"duration={self.say.elapsed():.0f}s")
-        print(f"chaos: seed={self.seed} guarantee={self.guarantee} records={records} kills={t.kills} "
-              f"broker_restarts={t.broker_restarts} faults={t.faults} lost={verdict.lost} "
-              f"duplicated={verdict.duplicated} dead_letter_ok={str(verdict.dead_letter_ok).lower()}", flush=True)
+        self.say.line(f"chaos: seed={self.seed} guarantee={self.guarantee} records={records} kills={t.kills} "
+                      f"broker_restarts={t.broker_restarts} faults={t.faults} lost={verdict.lost} "
+                      f"duplicated={verdict.duplicated} dead_letter_ok={str(verdict.dead_letter_ok).lower()}")
         if not completed:
             return 1
         if self.guarantee == "exactly-once":
@@ -662,7 +704,7 @@ class Chaos:
 def create_topics(bootstrap_servers: str, partitions: dict[str, int]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **QUIET})
     futures = admin.create_topics([NewTopic(name, n, 1) for name, n in partitions.items()])
     for future in futures.values():
         future.result(timeout=60)
@@ -673,7 +715,7 @@ def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"chaos-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+                         "isolation.level": "read_committed", "enable.auto.commit": False, **QUIET})
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics[topic]
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]

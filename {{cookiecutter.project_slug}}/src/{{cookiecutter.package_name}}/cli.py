@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config import DEFAULT_CONFIG_PATH, ConfigError, JobConfig, load_config
 from .kafka_local import KafkaUnavailable, daemon
+from .runner import GaveUp
 from .sink import faults
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
@@ -156,3 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     except KafkaUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except GaveUp as error:  # the restart strategy's verdict; each failure was logged above
+        print(f"error: {error}", file=sys.stderr)
+        return 1

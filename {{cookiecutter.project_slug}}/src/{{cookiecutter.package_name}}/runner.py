@@ -104,7 +104,7 @@ def _lag(latest: object, end: object) -> int | str:
 def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = None,
         until_idle_batches: int | None = None) -> None:
     """Run and supervise the query until stopped, or (with `until_idle_batches`) until that many
-    consecutive batches found no new input after at least one batch did."""
+    consecutive triggers found no new input after one that did (three times as many if none did)."""
     stop = stop or StopRequested()
     strategy = RestartStrategy.from_config(config)
     preflight.run_all(spark, config)
@@ -142,7 +142,8 @@ def _supervise(query: StreamingQuery, stop: StopRequested, until_idle_batches: i
             stop_at_batch_boundary(query)
             return True
         if query.awaitTermination(1.0):
-            query.exception() and query.awaitTermination()  # raises the failure, if any
+            if (failure := query.exception()) is not None:
+                raise failure
             return True
         progress = query.lastProgress
         if progress and progress["timestamp"] != last_seen:  # idle triggers report too, same batch id
@@ -153,6 +154,7 @@ def _supervise(query: StreamingQuery, stop: StopRequested, until_idle_batches: i
                 seen_input, idle = True, 0
             else:
                 idle += 1
-            if until_idle_batches is not None and seen_input and idle >= until_idle_batches:
+            # With no input at all, wait three times as long before calling the input drained.
+            if until_idle_batches is not None and idle >= until_idle_batches * (1 if seen_input else 3):
                 stop_at_batch_boundary(query)
                 return True

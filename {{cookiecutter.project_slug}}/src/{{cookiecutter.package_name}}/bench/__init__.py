@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=8, help="input partitions (default 8)")
     parser.add_argument("--keys", type=int, default=8, help="distinct keys (default 8: sample.py's colours)")
     parser.add_argument("--rate", type=float, default=500.0, help="events/s of the latency phase (default 500)")
-    parser.add_argument("--latency-seconds", type=float, default=20.0, help="length of the latency phase")
+    parser.add_argument("--latency-seconds", type=float, default=30.0, help="length of the latency phase (default 30)")
     parser.add_argument("--trigger-seconds", type=float, default=0.5, help="Spark trigger interval (default 0.5)")
     parser.add_argument("--max-per-batch", type=int, default=50_000,
                         help="records per Spark batch / plain transaction at most (default 50,000)")

@@ -44,7 +44,7 @@ class Profile:
     keys: int = 8
     warmup: int = 2_000
     rate: float = 500.0
-    latency_seconds: float = 20.0
+    latency_seconds: float = 30.0
     trigger_seconds: float = 0.5
     max_per_batch: int = 50_000
     shuffle_partitions: int = 2

@@ -39,11 +39,11 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _hwm_kib(pid: int) -> int | None:
+def _status_kib(pid: int, field: str = "VmHWM") -> int | None:
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         return None
@@ -86,7 +86,8 @@ class Contender:
         self.process = subprocess.Popen(self.command, cwd=self.workdir, env=self.env, stdout=log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
-        self.incarnations.append({"driver_python": {}, "jvm": {}, "python_workers": {}, "other": {}})
+        self.incarnations.append({"driver_python": {}, "jvm": {}, "python_workers": {}, "other": {},
+                                  "workers_concurrent": {}})
         self._halt.clear()
         self._sampler = threading.Thread(target=self._sample, args=(self.process.pid, self.incarnations[-1]),
                                          daemon=True)
@@ -97,23 +98,32 @@ class Contender:
 
     def _sample(self, root: int, peaks: dict[str, dict[int, int]]) -> None:
         while not self._halt.is_set():
-            for pid in [root, *descendants(root)]:
-                kind = "driver_python" if pid == root else _kind(pid)
-                hwm = _hwm_kib(pid)
-                if hwm is not None:
-                    peaks[kind][pid] = max(peaks[kind].get(pid, 0), hwm)
+            self._take_sample(root, peaks)
             if self.process is None or self.process.poll() is not None:
                 return
             self._halt.wait(0.5)
 
+    @staticmethod
+    def _take_sample(root: int, peaks: dict[str, dict[int, int]]) -> None:
+        """VmHWM per process; for Python workers, which come and go, also the largest sum of
+        the resident sizes of those alive at one time (summing their VmHWM would overstate)."""
+        workers_now = 0
+        for pid in [root, *descendants(root)]:
+            kind = "driver_python" if pid == root else _kind(pid)
+            if (hwm := _status_kib(pid)) is not None:
+                peaks[kind][pid] = max(peaks[kind].get(pid, 0), hwm)
+            if kind == "python_workers":
+                workers_now += _status_kib(pid, "VmRSS") or 0
+        peaks["workers_concurrent"][0] = max(peaks["workers_concurrent"].get(0, 0), workers_now)
+
     def peak_memory_mb(self) -> dict[str, float] | None:
-        """The largest incarnation: driver Python + its JVM (the figure asked for), and the
-        Python workers' peaks summed (they run concurrently)."""
+        """The largest incarnation: driver Python + its JVM (VmHWM), and apart the Python
+        workers' largest concurrent resident size."""
         best = None
         for peaks in self.incarnations:
             driver = sum(peaks["driver_python"].values()) / 1024
             jvm = max(peaks["jvm"].values(), default=0) / 1024
-            workers = sum(peaks["python_workers"].values()) / 1024
+            workers = peaks["workers_concurrent"].get(0, 0) / 1024
             figures = {"driver_python": round(driver, 1), "jvm": round(jvm, 1),
                        "driver_total": round(driver + jvm, 1), "python_workers": round(workers, 1)}
             if best is None or figures["driver_total"] > best["driver_total"]:
@@ -143,14 +153,8 @@ class Contender:
         return killed_at
 
     def _sample_once(self) -> None:
-        if self.process is None or not self.incarnations:
-            return
-        peaks = self.incarnations[-1]
-        root = self.process.pid
-        for pid in [root, *descendants(root)]:
-            kind = "driver_python" if pid == root else _kind(pid)
-            if (hwm := _hwm_kib(pid)) is not None:
-                peaks[kind][pid] = max(peaks[kind].get(pid, 0), hwm)
+        if self.process is not None and self.incarnations:
+            self._take_sample(self.process.pid, self.incarnations[-1])
 
     def stop(self, timeout: float = 90.0) -> int | None:
         """SIGTERM (each contender stops at a batch boundary), then SIGKILL what is left."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from .stats import distribution
 
+TIMING_FIELDS = ("stage_seconds", "log_write_seconds", "publish_seconds", "commit_seconds")
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
 
 
@@ -64,10 +65,15 @@ def sink_log_profile(checkpoint: Path, sink_id: str) -> dict[str, Any] | None:
         phase2 = entry["committed_at"] - max(staged_times)
         stage_spread = max(staged_times) - min(staged_times)
         entries.append({"batch_id": entry["batch_id"], "records": entry["records"], "phase2_s": phase2,
-                        "staged_files": len(staged_times), "stage_spread_s": stage_spread})
+                        "staged_files": len(staged_times), "stage_spread_s": stage_spread,
+                        # Timing fields the coordinator may record (see the report of issue 6); used when there.
+                        **{name: _seconds(entry.get(name)) for name in TIMING_FIELDS if entry.get(name) is not None}})
     if not entries:
         return None
+    timings = {f"{name}_ms": distribution([e[name] for e in entries if name in e], 1000)
+               for name in TIMING_FIELDS if any(name in e for e in entries)}
     return {
+        **timings,
         "batches": len(entries),
         "records_per_batch_p50": distribution([e["records"] for e in entries])["p50"],
         "phase2_ms": distribution([e["phase2_s"] for e in entries], 1000),
@@ -75,3 +81,8 @@ def sink_log_profile(checkpoint: Path, sink_id: str) -> dict[str, Any] | None:
                                                   if e["phase2_s"] > 0])["p50"],
         "staging_spread_ms": distribution([e["stage_spread_s"] for e in entries], 1000),
     }
+
+
+def _seconds(value: Any) -> float:
+    """A timing field: seconds, or {shard: seconds} summed (shards commit one after another)."""
+    return float(sum(value.values())) if isinstance(value, dict) else float(value)
