@@ -18,9 +18,10 @@ from {{ cookiecutter.package_name }}.kafka_local import KafkaHandle, KafkaUnavai
 def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
     try:
         with provide_kafka(tmp_path_factory.mktemp("kafka")) as handle:
-            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                reporter.write_line(handle.describe())
+            # Shown in the session's output, not captured with the first test that asked for Kafka.
+            capture = request.config.pluginmanager.get_plugin("capturemanager")
+            with capture.global_and_fixture_disabled():
+                print(f"\n{handle.describe()}", flush=True)
             yield handle
     except KafkaUnavailable as error:
         pytest.fail(f"this test needs a real Kafka broker and none could be had.\n{error}", pytrace=False)

@@ -39,9 +39,9 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _status_kib(pid: int, field: str = "VmHWM") -> int | None:
+def _status_kib(pid: int, field: str = "VmHWM", source: str = "status") -> int | None:
     try:
-        with open(f"/proc/{pid}/status") as status:
+        with open(f"/proc/{pid}/{source}") as status:
             for line in status:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
@@ -105,20 +105,21 @@ class Contender:
 
     @staticmethod
     def _take_sample(root: int, peaks: dict[str, dict[int, int]]) -> None:
-        """VmHWM per process; for Python workers, which come and go, also the largest sum of
-        the resident sizes of those alive at one time (summing their VmHWM would overstate)."""
+        """VmHWM per process; for Python workers, which come and go and are forked from one
+        daemon (sharing pages), the largest sum of the proportional set sizes (Pss) of those
+        alive at one time: summing their VmHWM or RSS would count shared pages many times."""
         workers_now = 0
         for pid in [root, *descendants(root)]:
             kind = "driver_python" if pid == root else _kind(pid)
             if (hwm := _status_kib(pid)) is not None:
                 peaks[kind][pid] = max(peaks[kind].get(pid, 0), hwm)
             if kind == "python_workers":
-                workers_now += _status_kib(pid, "VmRSS") or 0
+                workers_now += _status_kib(pid, "Pss", "smaps_rollup") or 0
         peaks["workers_concurrent"][0] = max(peaks["workers_concurrent"].get(0, 0), workers_now)
 
     def peak_memory_mb(self) -> dict[str, float] | None:
         """The largest incarnation: driver Python + its JVM (VmHWM), and apart the Python
-        workers' largest concurrent resident size."""
+        workers' largest concurrent Pss."""
         best = None
         for peaks in self.incarnations:
             driver = sum(peaks["driver_python"].values()) / 1024
