@@ -3,44 +3,12 @@ that commit or abort, and consumers that read only committed records."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
+
+from {{ cookiecutter.package_name }}.readback import read_topic
 
 pytestmark = pytest.mark.integration
-
-
-def read_all(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20.0) -> list[bytes]:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"check-{uuid.uuid4().hex}",
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "isolation.level": isolation,
-    })
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        import time
-
-        deadline = time.monotonic() + timeout
-        # Read until the expected count plus a quiet second, so extra records would be seen.
-        quiet_until = None
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                if len(values) >= expected:
-                    quiet_until = quiet_until or time.monotonic() + 1.0
-                    if time.monotonic() > quiet_until:
-                        break
-                continue
-            if message.error():
-                continue
-            values.append(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def test_read_committed_sees_only_committed_transactions(kafka, new_topic):
@@ -59,8 +27,8 @@ def test_read_committed_sees_only_committed_transactions(kafka, new_topic):
     producer.flush(30)
     producer.abort_transaction(30)
 
-    committed = read_all(kafka.bootstrap_servers, topic, "read_committed", expected=5)
-    everything = read_all(kafka.bootstrap_servers, topic, "read_uncommitted", expected=8)
+    committed = [value for _key, value in read_topic(kafka.bootstrap_servers, topic, "read_committed")]
+    everything = [value for _key, value in read_topic(kafka.bootstrap_servers, topic, "read_uncommitted")]
 
     assert sorted(committed) == sorted(f"committed-{i}".encode() for i in range(5))
     assert sorted(everything) == sorted(

@@ -4,11 +4,11 @@ survive a hard broker crash (SIGKILL of the process or of the container)."""
 from __future__ import annotations
 
 import os
-import time
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
+
+from {{ cookiecutter.package_name }}.readback import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -19,35 +19,6 @@ def test_the_provider_used_is_the_one_asked_for(kafka):
         assert kafka.provider == wanted, kafka.describe()
     if kafka.provider == "testcontainers":
         assert kafka.image and kafka.container_id, kafka.describe()
-
-
-def committed_values(bootstrap: str, topic: str, expected: int, timeout: float = 30.0) -> list[bytes]:
-    """Read with read_committed until `expected` records plus a quiet second (to see extras)."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"check-{uuid.uuid4().hex}",
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-    })
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    quiet_until: float | None = None
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                if len(values) >= expected:
-                    quiet_until = quiet_until or time.monotonic() + 1.0
-                    if time.monotonic() > quiet_until:
-                        break
-                continue
-            if not message.error():
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return values
 
 
 def produce_transaction(producer: Producer, topic: str, values: list[str], commit: bool = True) -> None:
@@ -78,5 +49,5 @@ def test_committed_transactions_survive_a_broker_crash(kafka, new_topic):
     produce_transaction(producer, topic, ["aborted-0", "aborted-1"], commit=False)
     producer.flush(30)
 
-    seen = committed_values(kafka.bootstrap_servers, topic, expected=len(before) + len(after))
+    seen = [value for _key, value in read_topic(kafka.bootstrap_servers, topic)]
     assert sorted(seen) == sorted(value.encode() for value in before + after)
