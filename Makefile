@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv test demo lint clean
+.PHONY: venv test demo bench lint clean
 
 venv: $(VENV)/.installed
 
@@ -22,8 +22,15 @@ demo: venv
 	rm -rf demo && $(BIN)/cookiecutter --no-input --output-dir demo .
 	$(MAKE) -C demo/color-counts demo
 
+## Render a project with the default answers into bench/ and run its benchmark (default profile,
+## under 15 minutes; results in bench/color-counts/bench-out/). BENCH_ARGS passes options on,
+## e.g. make bench BENCH_ARGS="--events 100000" or BENCH_ARGS="--scaling".
+bench: venv
+	rm -rf bench && $(BIN)/cookiecutter --no-input --output-dir bench .
+	$(MAKE) -C bench/color-counts bench BENCH_ARGS='$(BENCH_ARGS)'
+
 lint: venv
 	$(BIN)/ruff check hooks tests
 
 clean:
-	rm -rf $(VENV) demo
+	rm -rf $(VENV) demo bench

@@ -75,7 +75,7 @@ PROFILES = {
     "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_records_per_trigger=500,
                      drain_records_per_trigger=10_000,
                      chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
-                     broker_restarts=1, run_timeout=300, deadline=1500),
+                     broker_restarts=1, run_timeout=300, deadline=2400),
     "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_records_per_trigger=2000,
                     drain_records_per_trigger=40_000,
                     chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
@@ -306,9 +306,9 @@ def make_plan(profile: Profile, rng: random.Random) -> list[RunPlan]:
     hosts = [plan for plan in plans[:-1] if plan.end != KILL] or plans[:1]
     kinds = [WORKER] * profile.worker_kills + [BROKER] * profile.broker_restarts
     rng.shuffle(kinds)
+    order = rng.sample(hosts, len(hosts))  # one disruption per run while there are runs enough
     for i, kind in enumerate(kinds):
-        host = hosts[i % len(hosts)] if i < len(hosts) else rng.choice(hosts)
-        host.disruptions.append((kind, rng.uniform(0, 2)))
+        order[i % len(order)].disruptions.append((kind, rng.uniform(0, 2)))
     for plan in plans:
         plan.fault_ahead += room_for(plan.disruptions)
     return plans
@@ -423,7 +423,9 @@ class Chaos:
 
     # -- one run of the job ----------------------------------------------------------------
     def start_job(self, plan: RunPlan) -> tuple[subprocess.Popen, Path, int | None]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(f"{__package__.upper()}_")}
+        from .config import ENV_PREFIX
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}  # only --set configures it
         env["PYTHONUNBUFFERED"] = "1"
         fault_batch = None
         if plan.end in faults.POINTS:

@@ -67,7 +67,7 @@ def result_of(chaos_runs, guarantee: str) -> tuple[int, dict[str, str], str]:
     return code, result, output
 
 
-@pytest.mark.timeout(1800)  # both runs: about 10 minutes on 2 busy cores
+@pytest.mark.timeout(3000)  # both runs: 10 to 20 minutes on 2 cores, depending on what else runs
 def test_quick_profile_is_exactly_once_through_every_disruption(chaos_runs, kafka):
     code, result, output = result_of(chaos_runs, "exactly-once")
     assert int(result["kills"]) >= 5, output
@@ -77,7 +77,7 @@ def test_quick_profile_is_exactly_once_through_every_disruption(chaos_runs, kafk
     assert code == 0, output
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(3000)
 def test_the_same_chaos_duplicates_with_the_at_least_once_sink(chaos_runs):
     code, result, output = result_of(chaos_runs, "at-least-once")
     assert code == 0, output  # the run completed; the verdict is the point

@@ -10,6 +10,7 @@ from typing import Any
 
 from .stats import distribution
 
+# Optional timing fields of a log entry (its staged files may carry `stage_seconds`).
 TIMING_FIELDS = ("stage_seconds", "log_write_seconds", "publish_seconds", "commit_seconds")
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
 
@@ -66,8 +67,7 @@ def sink_log_profile(checkpoint: Path, sink_id: str) -> dict[str, Any] | None:
         stage_spread = max(staged_times) - min(staged_times)
         entries.append({"batch_id": entry["batch_id"], "records": entry["records"], "phase2_s": phase2,
                         "staged_files": len(staged_times), "stage_spread_s": stage_spread,
-                        # Timing fields the coordinator may record (see the report of issue 6); used when there.
-                        **{name: _seconds(entry.get(name)) for name in TIMING_FIELDS if entry.get(name) is not None}})
+                        **_timings(entry)})
     if not entries:
         return None
     timings = {f"{name}_ms": distribution([e[name] for e in entries if name in e], 1000)
@@ -86,3 +86,12 @@ def sink_log_profile(checkpoint: Path, sink_id: str) -> dict[str, Any] | None:
 def _seconds(value: Any) -> float:
     """A timing field: seconds, or {shard: seconds} summed (shards commit one after another)."""
     return float(sum(value.values())) if isinstance(value, dict) else float(value)
+
+
+def _timings(entry: dict[str, Any]) -> dict[str, float]:
+    """The timing fields an entry has: `stage_seconds` is the slowest task's."""
+    found = {name: _seconds(entry[name]) for name in TIMING_FIELDS if entry.get(name) is not None}
+    staged = [s["stage_seconds"] for s in entry.get("staged", []) if s.get("stage_seconds") is not None]
+    if staged:
+        found["stage_seconds"] = max(staged)
+    return found

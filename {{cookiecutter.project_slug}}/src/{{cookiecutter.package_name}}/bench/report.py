@@ -69,6 +69,9 @@ def eos_profile(results: dict[str, Any]) -> list[str]:
             ["staging spread ms (first to last task)", sink["staging_spread_ms"]["p50"],
              sink["staging_spread_ms"]["p99"], sink["staging_spread_ms"]["max"]],
             ["phase 2 records/s", sink["phase2_records_per_s_p50"], None, None],
+            *[[f"{name.removesuffix('_seconds_ms')} ms (sink log)", sink[name]["p50"], sink[name]["p99"],
+               sink[name]["max"]] for name in ("stage_seconds_ms", "log_write_seconds_ms", "publish_seconds_ms",
+                                               "commit_seconds_ms") if name in sink],
         ])
     return lines
 
