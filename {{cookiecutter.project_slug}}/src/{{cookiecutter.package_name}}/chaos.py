@@ -75,11 +75,11 @@ PROFILES = {
     "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_records_per_trigger=500,
                      drain_records_per_trigger=10_000,
                      chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
-                     broker_restarts=1, run_timeout=300, deadline=2400),
+                     broker_restarts=1, run_timeout=600, deadline=2400),
     "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_records_per_trigger=2000,
                     drain_records_per_trigger=40_000,
                     chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
-                    broker_restarts=2, run_timeout=600, deadline=7200),
+                    broker_restarts=2, run_timeout=900, deadline=7200),
 }
 
 
