@@ -28,6 +28,7 @@ demo: venv
 bench: venv
 	rm -rf bench && $(BIN)/cookiecutter --no-input --output-dir bench .
 	$(MAKE) -C bench/color-counts bench BENCH_ARGS='$(BENCH_ARGS)'
+	$(PYTHON) .ci/publish_bench.py bench/color-counts/bench-out
 
 lint: venv
 	$(BIN)/ruff check hooks tests

@@ -1,0 +1,56 @@
+"""Copy a benchmark run's results next to the README and rewrite its Performance section
+from them, so that no figure in the README is typed by hand.
+
+    python .ci/publish_bench.py bench/color-counts/bench-out
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ROOT / ".ci" / "bench-results"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def machine() -> str:
+    cpus = len([line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("processor")])
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    memory_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return f"{cpus} CPUs ({model}), {memory_kb / 2**20:.0f} GiB, {platform.system()} {platform.release()}"
+
+
+def main(run_dir: str) -> None:
+    source = Path(run_dir)
+    KEPT.mkdir(parents=True, exist_ok=True)
+    for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png"):
+        if (source / name).exists():
+            shutil.copy(source / name, KEPT / name)
+    table = (KEPT / "bench-results.md").read_text().split("\n", 1)[1].strip()  # without its own title
+    summary = json.loads((KEPT / "bench-results.json").read_text()).get("summary_line", "")
+    section = "\n".join([
+        START,
+        f"Measured on {machine()}, with `make bench` (the default profile). Raw results, plots and",
+        "JSON are in `.ci/bench-results/`; this section is rewritten by `.ci/publish_bench.py`.",
+        "",
+        "![throughput](.ci/bench-results/throughput.png)",
+        "",
+        table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
+        "",
+        f"`{summary}`" if summary else "",
+        END,
+    ])
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    before, _, rest = text.partition(START)
+    _, _, after = rest.partition(END)
+    readme.write_text(before + section + after)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
