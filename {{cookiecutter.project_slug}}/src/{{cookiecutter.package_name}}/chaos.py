@@ -38,8 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .sink import faults
-
 GUARANTEES = ("exactly-once", "at-least-once")
 EXCLUDED_KEY = "orange"  # sample.make_events leaves it out of the expected counts; the run's filter drops it
 WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker")
@@ -116,6 +114,13 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) 
     with provide_kafka(broker_dir, provider=args.kafka_provider) as handle:
         say(handle.describe())
         return Chaos(handle, PROFILES[args.profile], args.guarantee, seed, workdir, say).run()
+
+
+def _faults():
+    """sink/faults.py, imported only when used: importing the sink package imports pyspark."""
+    from .sink import faults
+
+    return faults
 
 
 class Reporter:
@@ -291,6 +296,7 @@ class RunPlan:
 
 
 def make_plan(profile: Profile, rng: random.Random) -> list[RunPlan]:
+    faults = _faults()
     ends: list[str] = [point for _ in range(profile.fault_rounds) for point in faults.POINTS]
     ends += [KILL] * profile.external_kills
     rng.shuffle(ends)
@@ -425,6 +431,8 @@ class Chaos:
     def start_job(self, plan: RunPlan) -> tuple[subprocess.Popen, Path, int | None]:
         from .config import ENV_PREFIX
 
+        faults = _faults()
+
         env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}  # only --set configures it
         env["PYTHONUNBUFFERED"] = "1"
         fault_batch = None
@@ -469,6 +477,7 @@ class Chaos:
     def execute(self, plan: RunPlan, producer: InputProducer) -> RunPlan | None:
         """Run the job once as planned; return what remains to be done (a fault that did not
         fire, disruptions that did not happen), if anything."""
+        faults = _faults()
         before = self.last_committed()
         fired_before = len(self.fired())
         process, log_path, fault_batch = self.start_job(plan)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .progress import record_progress
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
@@ -18,8 +20,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import logging
-
-    from pyspark.sql.streaming import StreamingQueryListener
 
     from ..config import load_config
     from ..job import spark_session
@@ -35,22 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopRequested()
     stop.install()
     spark = spark_session(config)
-    progress = open(args.progress_file, "a", buffering=1)  # noqa: SIM115 - open for the whole run
-
-    class ProgressToFile(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
-            pass
-
-        def onQueryProgress(self, event) -> None:
-            progress.write(event.progress.json.replace("\n", " ") + "\n")
-
-        def onQueryIdle(self, event) -> None:
-            pass
-
-        def onQueryTerminated(self, event) -> None:
-            pass
-
-    spark.streams.addListener(ProgressToFile())
+    progress = record_progress(spark, args.progress_file)
     try:
         run(spark, config, stop)
     finally:

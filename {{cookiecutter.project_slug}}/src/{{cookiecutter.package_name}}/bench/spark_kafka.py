@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from .progress import record_progress
+
 SCALA = "2.13"
 # (connector, token provider) versions tried after the exact one; the token provider's POM
 # is pinned because some repositories lack the connector's own version of it.
@@ -127,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
-    from pyspark.sql.streaming import StreamingQueryListener
 
     from ..job import ROCKSDB_PROVIDER
 
@@ -143,22 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    progress = open(args.progress_file, "a", buffering=1)  # noqa: SIM115 - open for the whole run
-
-    class ProgressToFile(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
-            pass
-
-        def onQueryProgress(self, event) -> None:
-            progress.write(event.progress.json.replace("\n", " ") + "\n")
-
-        def onQueryIdle(self, event) -> None:
-            pass
-
-        def onQueryTerminated(self, event) -> None:
-            pass
-
-    spark.streams.addListener(ProgressToFile())
+    progress = record_progress(spark, args.progress_file)
     key = args.key_field
     events = (
         spark.readStream.format("kafka")
