@@ -15,7 +15,6 @@ from pathlib import Path
 from .config import DEFAULT_CONFIG_PATH, ConfigError, JobConfig, load_config
 from .kafka_local import KafkaUnavailable, daemon
 from .runner import GaveUp
-from .sink import faults
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
@@ -36,6 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     from .job import spark_session
     from .preflight import check_kafka
     from .runner import StopRequested, run
+    from .sink import faults
 
     config = _config(args)
     check_kafka(config)  # before Spark starts: a wrong broker or topic fails in seconds
