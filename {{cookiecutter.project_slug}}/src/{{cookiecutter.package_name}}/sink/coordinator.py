@@ -20,13 +20,13 @@ crash between steps 2 and 4 leaves nothing visible and Spark's re-run publishes 
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Producer
 
-from ..storage import filesystem, list_names, read_bytes
+from ..checkpoint import batch_offsets
+from ..storage import filesystem, list_names
 from . import faults
 from .marker import NO_BATCH, ensure_marker_topic, marker_key, marker_value, read_markers
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
@@ -125,7 +125,7 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
             status=PREPARED,
             transactional_ids=[shard.transactional_id for shard in shards],
             staged=staged,
-            source_offsets=_source_offsets(settings.checkpoint, batch_id),
+            source_offsets={"sources": batch_offsets(settings.checkpoint, batch_id)},
             records=sum(m.rows for m in staged),
         )
         if pending:
@@ -207,16 +207,6 @@ def _commit(producer: Producer, timeout: float) -> None:
             if error.args[0].retriable() and time.monotonic() < deadline:
                 continue
             raise
-
-
-def _source_offsets(checkpoint: str, batch_id: int) -> dict:
-    """The source offsets of batch N, from Spark's `offsets/N` (one JSON line per source)."""
-    fs, base = filesystem(checkpoint)
-    try:
-        lines = read_bytes(fs, f"{base}/offsets/{batch_id}").decode().splitlines()
-    except (FileNotFoundError, OSError):
-        return {}
-    return {"sources": [json.loads(line) for line in lines[2:] if line.strip() and line.strip() != "-"]}
 
 
 def _clean(settings: SinkSettings, log: SinkLog, batch_id: int) -> None:
