@@ -145,13 +145,17 @@ class Contender:
         self._sample_once()
         family = descendants(self.process.pid)
         killed_at = time.time()
+        self._kill_tree(family)
+        self.process.wait()
+        return killed_at
+
+    def _kill_tree(self, family: list[int]) -> None:
+        """SIGKILL the contender's process group and every process found below it."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         for pid in family:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        self.process.wait()
-        return killed_at
 
     def _sample_once(self) -> None:
         if self.process is not None and self.incarnations:
@@ -168,11 +172,7 @@ class Contender:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout)
         family = descendants(self.process.pid) if self.process.poll() is None else []
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        for pid in family:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        self._kill_tree(family)
         self.process.wait()
         self._stop_sampler()
         return self.process.returncode

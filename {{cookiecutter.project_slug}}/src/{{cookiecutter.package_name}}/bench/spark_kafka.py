@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -125,12 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
 
-    import signal
-
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from ..job import ROCKSDB_PROVIDER
+    from ..runner import StopRequested, stop_at_batch_boundary
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
@@ -170,16 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         .trigger(processingTime=f"{args.trigger_seconds} seconds")
         .start()
     )
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = StopRequested()
+    stop.install()
     try:
-        while not stop.is_set() and query.isActive:
-            stop.wait(0.5)
+        while not stop.event.is_set() and query.isActive:
+            stop.event.wait(0.5)
         if query.isActive:
-            while query.status.get("isTriggerActive") and query.isActive:
-                time.sleep(0.05)
-            query.stop()
+            stop_at_batch_boundary(query)
         elif query.exception() is not None:
             print(f"query failed: {query.exception()}", file=sys.stderr)
             return 1
