@@ -55,7 +55,7 @@ class Profile:
     partitions: int
     keys: int  # distinct keys, skewed: the first ones are far more frequent
     malformed_rate: float
-    max_records_per_trigger: int  # small, so that the input takes many batches ...
+    max_offsets_per_trigger: int  # small, so that the input takes many batches ...
     drain_records_per_trigger: int  # ... but the final clean run drains what is left in a few
     chunks: int  # the input is produced in this many chunks ...
     chunk_interval: float  # ... this many seconds apart, while the job runs
@@ -70,11 +70,11 @@ class Profile:
 PROFILES = {
     # Every job start costs 20-40 s of Spark start-up: the five fault runs are the driver kills,
     # the worker kill and the broker restart happen inside them, then one clean run drains the rest.
-    "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_records_per_trigger=500,
+    "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_offsets_per_trigger=500,
                      drain_records_per_trigger=10_000,
                      chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
                      broker_restarts=1, run_timeout=600, deadline=2400),
-    "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_records_per_trigger=2000,
+    "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_offsets_per_trigger=2000,
                     drain_records_per_trigger=40_000,
                     chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
                     broker_restarts=2, run_timeout=900, deadline=7200),
@@ -377,8 +377,8 @@ class Chaos:
             "checkpoint_location": str(self.checkpoint),
             "filter": f"`{self.key_field}` != '{EXCLUDED_KEY}'",
             "trigger_interval_seconds": "0.5",
-            "max_records_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
-                                           else self.profile.max_records_per_trigger),
+            "max_offsets_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
+                                           else self.profile.max_offsets_per_trigger),
             "shuffle_partitions": "2",
             "restart_strategy": "fixed-delay",
             "restart_attempts": "1000",
@@ -400,7 +400,7 @@ class Chaos:
 
     def drained(self, producer: InputProducer) -> bool:
         """Every input record is in a committed batch: its end offsets are the input's end."""
-        from .checkpoint import batch_offsets
+        from .checkpoint import input_offsets
         from .storage import resolve_location
 
         if not producer.done.is_set():
@@ -414,12 +414,12 @@ class Chaos:
         if last < 0:
             return False
         try:
-            offsets = batch_offsets(resolve_location(str(self.checkpoint)), last)
+            offsets = input_offsets(resolve_location(str(self.checkpoint)), last, self.input_topic)
         except (OSError, ValueError):
             return False
         if not offsets:
             return False
-        return all(int(offsets[0].get(str(p), 0)) >= end for p, end in self.input_end.items())
+        return all(offsets.get(str(p), 0) >= end for p, end in self.input_end.items())
 
     def report_progress(self, force: bool = False) -> None:
         last = self.last_committed()
@@ -608,7 +608,7 @@ class Chaos:
         self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
                  f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "
                  f"{profile.chunk_interval:.0f}s apart while the job runs; "
-                 f"max_records_per_trigger={profile.max_records_per_trigger}")
+                 f"max_offsets_per_trigger={profile.max_offsets_per_trigger}")
         self.say("plan: " + "; ".join(f"{i + 1}) {p.describe()}" for i, p in enumerate(plans))
                  + f"; {len(plans) + 1}) clean run until drained")
         with BROKER_LOCK:

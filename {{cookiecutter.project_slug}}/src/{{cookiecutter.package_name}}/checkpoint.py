@@ -31,5 +31,14 @@ def batch_offsets(location: str, batch_id: int) -> list[dict]:
     return [json.loads(line) for line in lines[2:] if line.strip() and line.strip() != "-"]
 
 
+def input_offsets(location: str, batch_id: int, topic: str) -> dict[str, int]:
+    """Where batch N ends in `topic`: {"<partition>": next offset to read}, from the line that
+    Spark's Kafka source wrote ({"<topic>": {"<partition>": offset}})."""
+    for source in batch_offsets(location, batch_id):
+        if isinstance(source, dict) and isinstance(source.get(topic), dict):
+            return {str(partition): int(offset) for partition, offset in source[topic].items()}
+    return {}
+
+
 def is_new(location: str) -> bool:
     return not planned_batches(location)

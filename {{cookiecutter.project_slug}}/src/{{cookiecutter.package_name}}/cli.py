@@ -9,10 +9,9 @@ import json
 import logging
 import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
-from .config import DEFAULT_CONFIG_PATH, ConfigError, JobConfig, load_config
+from .config import DEFAULT_CONFIG_PATH, ConfigError, JobConfig, load_config, masked
 from .kafka_local import KafkaUnavailable, daemon
 from .runner import GaveUp
 
@@ -78,7 +77,7 @@ def _topics(args: argparse.Namespace) -> int:
 
 
 def _show_config(args: argparse.Namespace) -> int:
-    print(json.dumps(asdict(_config(args)), indent=1))
+    print(json.dumps(masked(_config(args)), indent=1))
     return 0
 
 

@@ -31,6 +31,9 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class JobConfig:
     bootstrap_servers: str = "127.0.0.1:9092"
+    # Kafka client settings for every client the job and its tools make (security.protocol, sasl.*,
+    # ssl.*, client.id ...), in librdkafka's names; `${VAR}` takes a value from the environment.
+    kafka: dict[str, str] = field(default_factory=dict)
     input_topic: str = "{{ cookiecutter.input_topic }}"
     output_topic: str = "{{ cookiecutter.output_topic }}"
     dead_letter_topic: str = "{{ cookiecutter.dead_letter_topic }}"
@@ -49,8 +52,8 @@ class JobConfig:
     staging_retention_batches: int = 2
 
     trigger_interval_seconds: float = {{ cookiecutter.trigger_interval_seconds }}
-    max_records_per_trigger: int = 200_000
-    starting_offsets: str = "earliest"  # earliest | latest | {"<partition>": <offset>, ...}
+    max_offsets_per_trigger: int = 200_000  # Spark's maxOffsetsPerTrigger: transaction markers count too
+    starting_offsets: str = "earliest"  # earliest | latest | Spark's JSON: {"<topic>": {"<partition>": <offset>}}
     fail_on_data_loss: bool = True
     state_ttl_seconds: int = {{ cookiecutter.state_ttl_seconds }}
     shuffle_partitions: int = 4
@@ -98,7 +101,7 @@ def _coerce(option: str, raw: Any, target: Any) -> Any:
             return {str(k): str(v) for k, v in value.items()}
         return str(raw)
     except (TypeError, ValueError, json.JSONDecodeError):
-        expected = {"dict[str, str]": "a table of field = type"}.get(target, f"a {target}")
+        expected = {"dict[str, str]": "a table of name = value"}.get(target, f"a {target}")
         raise ConfigError(option, f"{raw!r} is not {expected}") from None
 
 
@@ -121,12 +124,48 @@ def load_config(
     for name in types:
         if (env_value := environ.get(ENV_PREFIX + name.upper())) is not None:
             values[name] = env_value
-    values.update(overrides or {})
+    client_settings = {}
+    for name, raw in (overrides or {}).items():
+        if name.startswith("kafka."):  # --set kafka.security.protocol=SASL_SSL
+            client_settings[name.removeprefix("kafka.")] = raw
+        else:
+            values[name] = raw
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise ConfigError(unknown[0], f"unknown option; known options are: {', '.join(types)}")
     typed = {name: _coerce(name, raw, types[name]) for name, raw in values.items()}
+    typed["kafka"] = {
+        name: _from_environment(f"kafka.{name}", value, environ)
+        for name, value in {**typed.get("kafka", {}), **client_settings}.items()
+    }
     return validated(JobConfig(**typed))
+
+
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "credentials")
+
+
+def _from_environment(option: str, value: str, environ: dict[str, str]) -> str:
+    """`${VAR}` in a client setting is replaced by the environment variable, so secrets stay
+    out of job files; an unset variable fails the start-up, naming the option."""
+
+    def lookup(match: re.Match[str]) -> str:
+        if match.group(1) not in environ:
+            raise ConfigError(option, f"refers to the environment variable {match.group(1)}, which is not set")
+        return environ[match.group(1)]
+
+    return _ENV_REFERENCE.sub(lookup, value)
+
+
+def is_secret(name: str) -> bool:
+    return any(word in name.lower() for word in _SECRET_WORDS)
+
+
+def masked(config: JobConfig) -> dict[str, Any]:
+    """The configuration as printable data: secrets of the client settings replaced by ***."""
+    data = dataclasses.asdict(config)
+    data["kafka"] = {name: "***" if is_secret(name) else value for name, value in config.kafka.items()}
+    return data
 
 
 def validated(config: JobConfig) -> JobConfig:
@@ -145,11 +184,13 @@ def validated(config: JobConfig) -> JobConfig:
             "restart_strategy", f"{config.restart_strategy!r} is not one of {', '.join(RESTART_STRATEGIES)}"
         )
     for field_name, field_type in config.schema.items():
+        if "'" in field_name and '"' in field_name:
+            raise ConfigError("schema", f"field {field_name!r}: a name may hold ' or \" but not both")
         if field_type not in FIELD_TYPES:
             raise ConfigError("schema", f"field {field_name!r} has type {field_type!r}; use one of {FIELD_TYPES}")
     if config.key_field not in config.schema:
         raise ConfigError("key_field", f"{config.key_field!r} is not a field of the schema {sorted(config.schema)}")
-    positive = ("trigger_interval_seconds", "max_records_per_trigger", "max_record_bytes", "commit_shards",
+    positive = ("trigger_interval_seconds", "max_offsets_per_trigger", "max_record_bytes", "commit_shards",
                 "shuffle_partitions", "commit_timeout_seconds")
     for option in positive:
         if getattr(config, option) <= 0:
@@ -164,21 +205,40 @@ def validated(config: JobConfig) -> JobConfig:
     if not config.filter.strip():
         raise ConfigError("filter", "must not be empty; use 'true' to count every event")
     starting_offsets(config)
+    for name in config.kafka:
+        if name in JOB_OWNED_CLIENT_SETTINGS:
+            raise ConfigError(f"kafka.{name}", JOB_OWNED_CLIENT_SETTINGS[name])
     return config
 
 
+# Client settings the job sets itself, because the guarantee depends on them.
+JOB_OWNED_CLIENT_SETTINGS = {
+    "bootstrap.servers": "set bootstrap_servers instead",
+    "transactional.id": "derived from transactional_id_prefix and sink_id; the guarantee depends on it",
+    "isolation.level": "always read_committed; the guarantee depends on it",
+    "enable.idempotence": "set by the sink; the guarantee depends on it",
+    "group.id": "the job keeps its offsets in the checkpoint, not in a consumer group",
+}
+
+
 def starting_offsets(config: JobConfig) -> str | dict[int, int]:
-    """`earliest`, `latest`, or explicit offsets per partition as JSON: {"0": 42, "1": 0}."""
+    """`earliest`, `latest`, or Spark's JSON form for the input topic, {"<topic>": {"0": 42, "1": -2}}
+    (-2 = earliest, -1 = latest); returned as {partition: offset}."""
     value = config.starting_offsets.strip()
     if value in ("earliest", "latest"):
         return value
     try:
         parsed = json.loads(value)
-        offsets = {int(partition): int(offset) for partition, offset in parsed.items()}
-    except (ValueError, AttributeError, TypeError):
+        topics = set(parsed)
+        offsets = {int(partition): int(offset) for partition, offset in parsed[config.input_topic].items()}
+    except (ValueError, AttributeError, TypeError, KeyError):
         raise ConfigError(
-            "starting_offsets", f"{value!r} is not earliest, latest or a JSON object of partition: offset"
+            "starting_offsets", f"{value!r} is not earliest, latest or Spark's JSON form "
+            + json.dumps({config.input_topic: {"<partition>": "<offset>"}})
         ) from None
-    if any(offset < 0 for offset in offsets.values()):
-        raise ConfigError("starting_offsets", "offsets must not be negative")
+    if topics != {config.input_topic}:
+        raise ConfigError("starting_offsets",
+                          f"names topics {sorted(topics)}; the input topic is {config.input_topic!r}")
+    if any(offset < -2 for offset in offsets.values()):
+        raise ConfigError("starting_offsets", "an offset is >= 0, or -2 (earliest), or -1 (latest)")
     return offsets

@@ -14,6 +14,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 KIND_COUNT = "count"
 KIND_DEAD_LETTER = "dead_letter"
 GROUP_KEY = "group_key"
+# What the processor reads: the key of a good event, the details of a dead letter.
+INPUT_COLUMNS = [GROUP_KEY, "dead_letter_reason", "topic", "partition", "offset", "raw_value"]
 DEAD_LETTER_COLUMNS = ["reason", "source_topic", "source_partition", "source_offset", "raw_value"]
 OUTPUT_SCHEMA = (
     "kind STRING, key STRING, count BIGINT, reason STRING, source_topic STRING, "

@@ -2,47 +2,30 @@
 
     Kafka source → parse → filter → count by key (state) → Kafka sink (2PC)
                       └─ malformed records ───────────────→ dead-letter topic
+
+The source and the parse run in the JVM (Spark's Kafka connector, variant JSON parsing); only
+the count and the sink run Python.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from functools import partial
+import json
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from .config import JobConfig
-from .counting import GROUP_KEY, OUTPUT_SCHEMA, CountProcessor
-from .parsing import REASON, EventSchema, parse_batches
+from .config import JobConfig, starting_offsets
+from .counting import GROUP_KEY, INPUT_COLUMNS, OUTPUT_SCHEMA, CountProcessor
+from .kafka_client import java_client_options
+from .parsing import REASON, EventSchema, parse_records
+from .session import spark_session as new_session
 from .sink import SINK_NAME, KafkaSink
-from .source import SOURCE_NAME, KafkaSource
 from .storage import resolve_location
-
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
-    # Python workers must run the interpreter that has this package (in local mode, this one).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(config.spark_master)
-        .appName(app_name)
-        # Fixed by the checkpoint once the query has run; the default 200 costs seconds per batch.
-        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
-        # Report idle triggers every second, so the runner sees promptly when the input is drained.
-        .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(KafkaSource)
+    spark = new_session(app_name, config.spark_master, config.shuffle_partitions)
     spark.dataSource.register(KafkaSink)
     return spark
 
@@ -52,20 +35,25 @@ def event_schema(config: JobConfig) -> EventSchema:
 
 
 def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
+    """Spark's Kafka source: offsets in the checkpoint's offset log, only committed records."""
+    offsets = starting_offsets(config)
+    if isinstance(offsets, dict):  # Spark's own form: {"topic": {"partition": offset}}
+        offsets = json.dumps({config.input_topic: {str(p): o for p, o in offsets.items()}})
     return (
-        spark.readStream.format(SOURCE_NAME)
-        .option("bootstrap.servers", config.bootstrap_servers)
-        .option("topic", config.input_topic)
-        .option("startingOffsets", config.starting_offsets)
-        .option("maxRecordsPerTrigger", str(config.max_records_per_trigger))
+        spark.readStream.format("kafka")
+        .options(**java_client_options(config.kafka))
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("kafka.isolation.level", "read_committed")
+        .option("subscribe", config.input_topic)
+        .option("startingOffsets", offsets)
+        .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
         .load()
     )
 
 
 def parse(records: DataFrame, config: JobConfig) -> DataFrame:
-    schema = event_schema(config)
-    return records.mapInArrow(partial(parse_batches, schema=schema), schema.spark_ddl())
+    return parse_records(records, event_schema(config))
 
 
 def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
@@ -75,7 +63,8 @@ def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
 
 def count_by_key(events: DataFrame, config: JobConfig) -> DataFrame:
     keyed = events.withColumn(GROUP_KEY, F.when(F.col(REASON).isNull(), F.col(config.key_field).cast("string")))
-    return keyed.groupBy(GROUP_KEY).transformWithStateInPandas(
+    # Only what the processor reads crosses to Python: the key, and a dead letter's details.
+    return keyed.select(*INPUT_COLUMNS).groupBy(GROUP_KEY).transformWithStateInPandas(
         statefulProcessor=CountProcessor(config.state_ttl_seconds),
         outputStructType=OUTPUT_SCHEMA,
         outputMode="Append",
@@ -90,6 +79,7 @@ def write_counts(counts: DataFrame, config: JobConfig) -> DataStreamWriter:
         .option("checkpointLocation", resolve_location(config.checkpoint_location))
         .option("delivery.guarantee", config.delivery_guarantee)
         .option("bootstrap.servers", config.bootstrap_servers)
+        .option("kafka.client.config", json.dumps(config.kafka))
         .option("output.topic", config.output_topic)
         .option("dead.letter.topic", config.dead_letter_topic)
         .option("marker.topic", config.marker_topic)

@@ -1,27 +1,24 @@
-"""Parse JSON event values into the configured schema; anything that does not fit becomes
-a dead letter with a reason. Pure Python over Arrow batches: testable without Spark."""
+"""Parse JSON event values into the configured schema, in the JVM: Spark's variant type
+(`try_parse_json`, `variant_get`) and plain column expressions, so no record is handed to
+Python to be parsed. Anything that does not fit becomes a dead letter with a reason.
+
+No input can fail the job: invalid UTF-8, lone surrogates, deep nesting, numbers past 64 bits
+or past a double, empty and null values all end as dead letters (see the unit tests)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
-import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 # The column that carries a dead letter's reason; null for a good record.
 REASON = "dead_letter_reason"
 SOURCE_COLUMNS = ("topic", "partition", "offset")
 
-_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "int": (int,),
-    "float": (int, float),
-    "bool": (bool,),
-}
-_ARROW_TYPES = {"string": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
 _SPARK_TYPES = {"string": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
+# JSON whitespace (RFC 8259) before the first character of the document.
+_LEADING_SPACE = r"^[ \t\r\n]*"
 
 
 @dataclass(frozen=True)
@@ -30,87 +27,112 @@ class EventSchema:
     key_field: str
     max_record_bytes: int
 
-    def arrow_schema(self) -> pa.Schema:
-        """Parsed fields, the dead-letter reason, and the source coordinates with the raw value."""
-        return pa.schema(
-            [pa.field(name, _ARROW_TYPES[kind]) for name, kind in self.fields.items()]
-            + [
-                pa.field(REASON, pa.string()),
-                pa.field("topic", pa.string()),
-                pa.field("partition", pa.int32()),
-                pa.field("offset", pa.int64()),
-                pa.field("raw_value", pa.binary()),
-            ]
-        )
-
     def spark_ddl(self) -> str:
+        """The parsed event: its fields, the dead-letter reason, the source coordinates, the raw value."""
         names = [f"`{name}` {_SPARK_TYPES[kind]}" for name, kind in self.fields.items()]
         return ", ".join(
             [*names, f"{REASON} STRING", "topic STRING", "partition INT", "offset BIGINT", "raw_value BINARY"]
         )
 
 
-def parse_value(value: bytes | None, schema: EventSchema) -> tuple[dict[str, Any] | None, str | None]:
-    """Return (fields, None) for a good event or (None, reason) for a dead letter."""
-    if value is None:
-        return None, "empty value (null)"
-    if len(value) > schema.max_record_bytes:
-        return None, f"oversized: {len(value)} bytes > max_record_bytes {schema.max_record_bytes}"
-    try:
-        document = json.loads(value)
-    except UnicodeDecodeError:
-        return None, "not JSON: invalid UTF-8"
-    except ValueError as error:
-        return None, f"not JSON: {error}"
-    if not isinstance(document, dict):
-        return None, f"not a JSON object: {type(document).__name__}"
-    parsed: dict[str, Any] = {}
-    for name, kind in schema.fields.items():
-        field_value = document.get(name)
-        if field_value is None:
-            if name == schema.key_field:
-                return None, f"missing key field {name!r}"
-            parsed[name] = None
-            continue
-        wanted = _PYTHON_TYPES[kind]
-        # bool is an int in Python; JSON true must not pass as a number (nor 1 as a bool).
-        if not isinstance(field_value, wanted) or (kind in ("int", "float") and isinstance(field_value, bool)):
-            return None, f"field {name!r} has JSON type {_json_type(field_value)}, expected {kind}"
-        parsed[name] = float(field_value) if kind == "float" else field_value
-    return parsed, None
-
-
-def _json_type(value: Any) -> str:
-    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
-        type(value), type(value).__name__
+def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
+    """Kafka records (Spark's Kafka source columns) to parsed events with a dead-letter reason."""
+    document = "_document"
+    parsed = records.select(
+        "value", "topic", "partition", "offset",
+        F.when(F.col("value").isNotNull(), F.try_parse_json(F.col("value").cast("string"))).alias(document),
+    )
+    doc = F.col(document)
+    reason = dead_letter_reason(F.col("value"), doc, schema)
+    good = reason.isNull()
+    columns = [
+        F.when(good, _typed(doc, name, kind)).alias(name) for name, kind in schema.fields.items()
+    ]
+    return parsed.select(
+        *columns,
+        reason.alias(REASON),
+        "topic",
+        F.col("partition").cast("int").alias("partition"),
+        "offset",
+        F.when(~good, F.col("value")).alias("raw_value"),  # the raw bytes only for dead letters
     )
 
 
-def parse_batch(batch: pa.RecordBatch, schema: EventSchema) -> pa.RecordBatch:
-    """Parse one batch of Kafka records (columns topic, partition, offset, value)."""
-    columns: dict[str, list[Any]] = {name: [] for name in schema.fields}
-    reasons: list[str | None] = []
-    raw_values: list[bytes | None] = []
-    for value in batch.column("value").to_pylist():
-        parsed, reason = parse_value(value, schema)
-        reasons.append(reason)
-        raw_values.append(value if reason else None)  # keep the raw bytes only for dead letters
-        for name in schema.fields:
-            columns[name].append(parsed[name] if parsed else None)
-    arrow_schema = schema.arrow_schema()
-    arrays = [pa.array(columns[name], type=arrow_schema.field(name).type) for name in schema.fields]
-    arrays += [
-        pa.array(reasons, pa.string()),
-        batch.column("topic").cast(pa.string()),
-        batch.column("partition").cast(pa.int32()),
-        batch.column("offset").cast(pa.int64()),
-        pa.array(raw_values, pa.binary()),
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+def dead_letter_reason(value: Column, doc: Column, schema: EventSchema) -> Column:
+    """The first problem of a record, as text; null for a good event. CASE evaluates its
+    branches in order and lazily, so the costly checks run only on records that got that far."""
+    size = F.octet_length(value)
+    text = value.cast("string")
+    reason = (
+        F.when(value.isNull(), F.lit("empty value (null)"))
+        .when(size > schema.max_record_bytes,
+              F.format_string(f"oversized: %d bytes > max_record_bytes {schema.max_record_bytes}", size))
+        .when(~F.is_valid_utf8(value), F.lit("not JSON: invalid UTF-8"))
+        .when(size == 0, F.lit("not JSON: empty value"))
+        .when(doc.isNull(), F.lit("not JSON: cannot be parsed (syntax, lone surrogate or nesting too deep)"))
+        .when(~F.regexp_like(text, F.lit(_LEADING_SPACE + r"\{")),
+              F.concat(F.lit("not a JSON object: "), _document_type(text)))
+        # The variant parser stops after the first value; anything but space after it is an error.
+        .when(~F.regexp_like(text, F.lit(r"\}[ \t\r\n]*$")), F.lit("not JSON: content after the object"))
+    )
+    for name, kind in schema.fields.items():
+        field = _field(doc, name)
+        missing = field.isNull() | F.is_variant_null(field)
+        if name == schema.key_field:
+            reason = reason.when(missing, F.lit(f"missing key field {name!r}"))
+        found = F.schema_of_variant(field)
+        reason = reason.when(
+            ~missing & ~_has_type(found, kind),
+            F.concat(F.lit(f"field {name!r} has JSON type "), _json_type(found), F.lit(f", expected {kind}")),
+        )
+    return reason
 
 
-def parse_batches(batches: Iterator[pa.RecordBatch], schema: EventSchema) -> Iterator[pa.RecordBatch]:
-    """The function Spark's `mapInArrow` runs on each partition."""
-    for batch in batches:
-        if batch.num_rows:
-            yield parse_batch(batch, schema)
+def _field(doc: Column, name: str) -> Column:
+    """The field as a variant: SQL null when absent, a variant null for JSON null."""
+    return F.variant_get(doc, _path(name), "variant")
+
+
+def _path(name: str) -> str:
+    """A variant path to the field. The path syntax has no escapes: a name is quoted with
+    whichever quote it does not contain (config.validated refuses a name with both)."""
+    return f'$["{name}"]' if "'" in name else f"$['{name}']"
+
+
+def _typed(doc: Column, name: str, kind: str) -> Column:
+    # try_: a JSON null gives SQL null; the type itself was checked by dead_letter_reason.
+    return F.try_variant_get(doc, _path(name), _SPARK_TYPES[kind])
+
+
+def _has_type(found: Column, kind: str) -> Column:
+    """A JSON value's variant type against the schema's type. Integers past 64 bits are
+    DECIMAL(n,0) and so not an int; a float accepts any JSON number."""
+    if kind == "string":
+        return found == "STRING"
+    if kind == "int":
+        return found == "BIGINT"
+    if kind == "bool":
+        return found == "BOOLEAN"
+    return found.isin("BIGINT", "DOUBLE", "FLOAT") | found.startswith("DECIMAL")
+
+
+def _json_type(found: Column) -> Column:
+    return (
+        F.when(found == "STRING", F.lit("string"))
+        .when(found == "BOOLEAN", F.lit("boolean"))
+        .when(found.startswith("OBJECT"), F.lit("object"))
+        .when(found.startswith("ARRAY"), F.lit("array"))
+        .otherwise(F.lit("number"))
+    )
+
+
+def _document_type(text: Column) -> Column:
+    """The JSON type of a document that parsed, from its first character."""
+    first = F.substring(F.regexp_replace(text, _LEADING_SPACE, ""), 1, 1)
+    return (
+        F.when(first == "[", F.lit("array"))
+        .when(first == '"', F.lit("string"))
+        .when(first.isin("t", "f"), F.lit("boolean"))
+        .when(first == "n", F.lit("null"))
+        .otherwise(F.lit("number"))
+    )

@@ -9,12 +9,15 @@ from pyspark.sql import SparkSession
 from . import checkpoint
 from .config import ConfigError, JobConfig
 from .job import event_schema
+from .kafka_client import librdkafka_config
 from .sink.marker import read_markers
 from .storage import resolve_location
 
 
 def check_kafka(config: JobConfig, timeout: float = 15.0) -> None:
-    admin = AdminClient({"bootstrap.servers": config.bootstrap_servers, "socket.connection.setup.timeout.ms": 5000})
+    admin = AdminClient(
+        librdkafka_config(config.bootstrap_servers, config.kafka, {"socket.connection.setup.timeout.ms": 5000})
+    )
     try:
         topics = admin.list_topics(timeout=timeout).topics
     except Exception as error:  # noqa: BLE001 - any failure here means "unreachable"
@@ -48,7 +51,7 @@ def check_sink_identity(config: JobConfig) -> None:
     location = resolve_location(config.checkpoint_location)
     if not checkpoint.is_new(location):
         return
-    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id)
+    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka)
     if markers:
         raise ConfigError(
             "sink_id", f"sink {config.sink_id!r} already published batches up to {max(markers.values())} "

@@ -94,11 +94,16 @@ def _lag(latest: object, end: object) -> int | str:
     import json
 
     try:
-        latest_offsets = json.loads(latest) if isinstance(latest, str) else latest
-        end_offsets = json.loads(end) if isinstance(end, str) else end
-        return sum(max(0, int(latest_offsets[p]) - int(end_offsets.get(p, 0))) for p in latest_offsets)
+        latest_offsets = _partitions(json.loads(latest) if isinstance(latest, str) else latest)
+        end_offsets = _partitions(json.loads(end) if isinstance(end, str) else end)
+        return sum(max(0, offset - end_offsets.get(p, 0)) for p, offset in latest_offsets.items())
     except (TypeError, ValueError, AttributeError):
         return "?"
+
+
+def _partitions(offsets: dict) -> dict[tuple[str, str], int]:
+    """Spark's Kafka source reports {"<topic>": {"<partition>": offset}}."""
+    return {(topic, p): int(o) for topic, partitions in offsets.items() for p, o in partitions.items()}
 
 
 def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = None,

@@ -6,13 +6,14 @@ from confluent_kafka import Consumer, TopicPartition
 
 from . import checkpoint
 from .config import JobConfig
+from .kafka_client import librdkafka_config
 from .sink.sink_log import SinkLog
 from .storage import resolve_location
 
 
 def input_lag(config: JobConfig, committed: dict[str, int]) -> dict[str, int]:
-    consumer = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": "status",
-                         "isolation.level": "read_committed"})
+    consumer = Consumer(librdkafka_config(config.bootstrap_servers, config.kafka,
+                                          {"group.id": "status", "isolation.level": "read_committed"}))
     try:
         metadata = consumer.list_topics(config.input_topic, timeout=10).topics[config.input_topic]
         lag = {}
@@ -30,8 +31,7 @@ def print_status(config: JobConfig, batches: int = 5) -> None:
     print(f"checkpoint {location}: {len(committed)} committed batches retained, last {committed[-1:] or 'none'}")
     last_offsets: dict[str, int] = {}
     for batch_id in committed[-batches:]:
-        offsets = checkpoint.batch_offsets(location, batch_id)
-        last_offsets = offsets[0] if offsets else {}
+        last_offsets = checkpoint.input_offsets(location, batch_id, config.input_topic)
         print(f"  batch {batch_id}: source end offsets {last_offsets}")
     print(f"sink {config.sink_id!r} ({config.delivery_guarantee}) log:")
     for entry in SinkLog(location, config.sink_id).latest(batches):

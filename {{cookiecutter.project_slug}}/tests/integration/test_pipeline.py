@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 def test_counts_over_several_partitions_are_exact(job):
     sample = produce_sample(job, count=4000, seed=11, partitions=4)
-    result = job.run(max_records_per_trigger="1500")  # at least three batches
+    result = job.run(max_offsets_per_trigger="1500")  # at least three batches
     assert result.returncode == 0, result.stdout
 
     published = job.published()

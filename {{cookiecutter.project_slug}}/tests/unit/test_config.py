@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from {{ cookiecutter.package_name }}.config import ENV_PREFIX, ConfigError, load_config
+from {{ cookiecutter.package_name }}.config import ENV_PREFIX, ConfigError, load_config, masked, starting_offsets
+from {{ cookiecutter.package_name }}.kafka_client import java_client_options
 
 
 def test_later_sources_win(tmp_path):
@@ -29,7 +32,11 @@ def test_later_sources_win(tmp_path):
         ({"key_field": "size"}, "key_field", "is not a field of the schema"),
         ({"schema": '{"color": "string", "size": "decimal"}'}, "schema", "has type 'decimal'"),
         ({"starting_offsets": "yesterday"}, "starting_offsets", "is not earliest, latest"),
-        ({"starting_offsets": '{"0": -1}'}, "starting_offsets", "must not be negative"),
+        ({"starting_offsets": '{"0": 1}'}, "starting_offsets", "is not earliest, latest or Spark's JSON form"),
+        ({"starting_offsets": '{"other": {"0": 1}}'}, "starting_offsets", "is not earliest, latest"),
+        ({"starting_offsets": '{"{{ cookiecutter.input_topic }}": {"0": -3}}'}, "starting_offsets", "-2 .earliest"),
+        ({"kafka.isolation.level": "read_uncommitted"}, "kafka.isolation.level", "always read_committed"),
+        ({"kafka.sasl.password": "${NO_SUCH_VARIABLE_X}"}, "kafka.sasl.password", "NO_SUCH_VARIABLE_X, which is not"),
         ({"filter": "  "}, "filter", "must not be empty"),
         ({"no_such_option": "1"}, "no_such_option", "unknown option"),
     ],
@@ -55,3 +62,27 @@ def test_the_rendered_job_file_is_valid():
 
     config = load_config(Path(__file__).parents[2] / "job.toml", environ={})
     assert config.key_field in config.schema
+
+
+def test_client_settings_take_secrets_from_the_environment_and_never_print_them(tmp_path):
+    job_file = tmp_path / "job.toml"
+    job_file.write_text('[kafka]\n"security.protocol" = "SASL_PLAINTEXT"\n"sasl.password" = "${SASL_SECRET}"\n')
+    config = load_config(job_file, {"kafka.sasl.username": "alice"}, environ={"SASL_SECRET": "s3cr3t"})
+    assert config.kafka == {"security.protocol": "SASL_PLAINTEXT", "sasl.password": "s3cr3t", "sasl.username": "alice"}
+    shown = json.dumps(masked(config))
+    assert "s3cr3t" not in shown and '"sasl.password": "***"' in shown and "SASL_PLAINTEXT" in shown
+
+
+def test_starting_offsets_in_sparks_form():
+    value = '{"{{ cookiecutter.input_topic }}": {"0": 42, "1": -2}}'
+    assert starting_offsets(load_config(None, {"starting_offsets": value}, environ={})) == {0: 42, 1: -2}
+
+
+def test_the_java_client_gets_the_same_settings():
+    options = java_client_options({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                   "sasl.username": "al\"ice", "sasl.password": "pw", "ssl.ca.location": "/ca.pem"})
+    assert options["kafka.security.protocol"] == "SASL_PLAINTEXT"
+    assert options["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="al\\"ice" password="pw";')
+    assert options["kafka.ssl.truststore.type"] == "PEM" and options["kafka.ssl.truststore.location"] == "/ca.pem"
+    assert "kafka.sasl.password" not in options and "kafka.sasl.username" not in options

@@ -1,59 +1,112 @@
+"""The JVM parse, run by a local Spark (no Kafka): every input gets its typed fields or a reason,
+and no input can fail the job."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
-import pyarrow as pa
 import pytest
+from pyspark.sql import SparkSession
 
-from {{ cookiecutter.package_name }}.parsing import REASON, EventSchema, parse_batch, parse_value
+from {{ cookiecutter.package_name }}.parsing import REASON, EventSchema, parse_records
+from {{ cookiecutter.package_name }}.session import spark_session
 
 SCHEMA = EventSchema(fields={"color": "string", "size": "int", "weight": "float", "fresh": "bool"},
-                     key_field="color", max_record_bytes=200)
+                     key_field="color", max_record_bytes=65536)
+RECORDS_DDL = "topic STRING, partition INT, offset BIGINT, value BINARY"
 
 
-def test_a_good_event_keeps_its_typed_fields():
-    fields, reason = parse_value(b'{"color": "red", "size": 3, "weight": 2, "fresh": true, "extra": 1}', SCHEMA)
-    assert reason is None
-    assert fields == {"color": "red", "size": 3, "weight": 2.0, "fresh": True}
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    session = spark_session("test-parsing", "local[1]", shuffle_partitions=1)
+    yield session
+    session.stop()
 
 
-def test_optional_fields_may_be_missing_but_the_key_may_not():
-    assert parse_value(b'{"color": "red"}', SCHEMA)[0] == {"color": "red", "size": None, "weight": None,
-                                                          "fresh": None}
-    assert parse_value(b'{"size": 3}', SCHEMA) == (None, "missing key field 'color'")
-    assert parse_value(b'{"color": null}', SCHEMA) == (None, "missing key field 'color'")
+def parse(spark: SparkSession, *values: bytes | None, schema: EventSchema = SCHEMA) -> list[dict]:
+    records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(values)], RECORDS_DDL)
+    return [row.asDict() for row in parse_records(records, schema).orderBy("offset").collect()]
+
+
+def reason_of(spark: SparkSession, value: bytes | None, schema: EventSchema = SCHEMA) -> str | None:
+    return parse(spark, value, schema=schema)[0][REASON]
+
+
+def test_a_good_event_keeps_its_typed_fields(spark):
+    [event] = parse(spark, b'{"color": "red", "size": 3, "weight": 2, "fresh": true, "extra": {"a": [1]}}')
+    assert event[REASON] is None
+    assert (event["color"], event["size"], event["weight"], event["fresh"]) == ("red", 3, 2.0, True)
+    assert event["raw_value"] is None  # the raw bytes travel only with dead letters
+
+
+def test_optional_fields_may_be_missing_or_null_but_the_key_may_not(spark):
+    good, null_size, no_key, null_key = parse(
+        spark, b'{"color": "red"}', b'{"color": "red", "size": null}', b'{"size": 3}', b'{"color": null}')
+    assert good[REASON] is None and good["size"] is None
+    assert null_size[REASON] is None and null_size["size"] is None
+    assert no_key[REASON] == "missing key field 'color'"
+    assert null_key[REASON] == "missing key field 'color'"
+
+
+def test_json_escapes_and_surrogate_pairs_are_decoded(spark):
+    [event] = parse(spark, b'{"color": "a\\"b\\ud83d\\ude00"}')
+    assert event[REASON] is None and event["color"] == 'a"b\U0001F600'
 
 
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        (b"{not json", "not JSON"),
-        (b"\xff\xfe", "not JSON"),
-        (b"\x80abc", "not JSON: invalid UTF-8"),
-        (b"[1, 2]", "not a JSON object: list"),
-        (b'"red"', "not a JSON object: str"),
-        (b'{"color": 42}', "field 'color' has JSON type number, expected string"),
-        (b'{"color": "red", "size": "3"}', "field 'size' has JSON type string, expected int"),
-        (b'{"color": "red", "size": true}', "field 'size' has JSON type boolean, expected int"),
-        (b'{"color": "red", "fresh": 1}', "field 'fresh' has JSON type number, expected bool"),
         (None, "empty value (null)"),
-        (json.dumps({"color": "x" * 300}).encode(), "oversized: 313 bytes > max_record_bytes 200"),
+        (b"", "not JSON: empty value"),
+        (b"{not json", "not JSON: cannot be parsed"),
+        (b"\xff\xfe", "not JSON: invalid UTF-8"),
+        (b"\x80abc", "not JSON: invalid UTF-8"),
+        (b'{"color": "\xed\xa0\x80"}', "not JSON: invalid UTF-8"),  # a surrogate's raw UTF-8 bytes
+        (b'{"color": "\\ud800"}', "not JSON: cannot be parsed"),  # a lone surrogate escape
+        (b'{"color": "x\\udc00y"}', "not JSON: cannot be parsed"),
+        (b"[" * 1000, "not JSON: cannot be parsed"),  # deep nesting, never closed
+        (b"[" * 100_000 + b"]" * 100_000, "oversized"),
+        (b"[" * 1000 + b"]" * 1000, "not a JSON object: array"),  # deep nesting, well formed
+        (b"[1, 2]", "not a JSON object: array"),
+        (b' "red"', "not a JSON object: string"),
+        (b"12", "not a JSON object: number"),
+        (b"true", "not a JSON object: boolean"),
+        (b"null", "not a JSON object: null"),
+        (b'{"color": "red"} trailing', "not JSON: content after the object"),
+        (b'{"color": 42}', "field 'color' has JSON type number, expected string"),
+        (b'{"color": 1e400}', "field 'color' has JSON type number, expected string"),
+        (b'{"color": ["red"]}', "field 'color' has JSON type array, expected string"),
+        (b'{"color": "red", "size": "3"}', "field 'size' has JSON type string, expected int"),
+        (b'{"color": "red", "size": 2.5}', "field 'size' has JSON type number, expected int"),
+        (b'{"color": "red", "size": 123456789012345678901234567890}',
+         "field 'size' has JSON type number, expected int"),  # past 64 bits
+        (b'{"color": "red", "size": true}', "field 'size' has JSON type boolean, expected int"),
+        (b'{"color": "red", "size": {"n": 1}}', "field 'size' has JSON type object, expected int"),
+        (b'{"color": "red", "fresh": 1}', "field 'fresh' has JSON type number, expected bool"),
+        (b'{"color": "red", "weight": "2"}', "field 'weight' has JSON type string, expected float"),
+        (json.dumps({"color": "x" * 70_000}).encode(), "oversized: 70013 bytes > max_record_bytes 65536"),
     ],
 )
-def test_malformed_values_get_a_reason(value, reason):
-    fields, got = parse_value(value, SCHEMA)
-    assert fields is None
-    assert got.startswith(reason)
+def test_malformed_values_become_dead_letters_with_a_reason(spark, value, reason):
+    got = reason_of(spark, value)
+    assert got is not None and got.startswith(reason), got
 
 
-def test_a_batch_keeps_source_coordinates_and_raw_bytes_of_dead_letters_only():
-    batch = pa.RecordBatch.from_pydict({
-        "topic": ["events", "events"], "partition": [0, 3], "offset": [10, 11],
-        "value": [b'{"color": "red"}', b"oops"],
-    })
-    parsed = parse_batch(batch, SCHEMA).to_pydict()
-    assert parsed["color"] == ["red", None]
-    assert parsed[REASON][0] is None and parsed[REASON][1].startswith("not JSON")
-    assert parsed["partition"] == [0, 3] and parsed["offset"] == [10, 11]
-    assert parsed["raw_value"] == [None, b"oops"]
-    assert parse_batch(batch, SCHEMA).schema == SCHEMA.arrow_schema()
+def test_numbers_a_float_field_accepts(spark):
+    events = parse(spark, b'{"color": "a", "weight": 2}', b'{"color": "a", "weight": 2.5}',
+                   b'{"color": "a", "weight": 1e3}', b'{"color": "a", "weight": 0.1234567890123456789}')
+    assert [e[REASON] for e in events] == [None] * 4
+    assert [e["weight"] for e in events] == pytest.approx([2.0, 2.5, 1000.0, 0.123456789])
+
+
+def test_dead_letters_keep_source_coordinates_and_raw_bytes(spark):
+    good, bad = parse(spark, b'{"color": "red"}', b"oops")
+    assert (bad["topic"], bad["partition"], bad["offset"], bad["raw_value"]) == ("events", 0, 1, b"oops")
+    assert bad["color"] is None and good["raw_value"] is None
+
+
+def test_field_names_that_need_quoting_in_a_path(spark):
+    schema = EventSchema(fields={"it's.a key": "string"}, key_field="it's.a key", max_record_bytes=1000)
+    [event] = parse(spark, json.dumps({"it's.a key": "v"}).encode(), schema=schema)
+    assert event[REASON] is None and event["it's.a key"] == "v"

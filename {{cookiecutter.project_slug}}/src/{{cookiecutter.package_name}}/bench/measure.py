@@ -66,8 +66,8 @@ def _samples(latencies: list[float], points: int = 200) -> list[float]:
 
 
 class Run:
-    def __init__(self, name: str, bootstrap: str, profile: Profile, workdir: Path, jars: list[str] | None) -> None:
-        self.name, self.bootstrap, self.profile, self.jars = name, bootstrap, profile, jars
+    def __init__(self, name: str, bootstrap: str, profile: Profile, workdir: Path) -> None:
+        self.name, self.bootstrap, self.profile = name, bootstrap, profile
         suffix = uuid.uuid4().hex[:8]
         self.workdir = workdir / f"{name}-{suffix}"
         self.workdir.mkdir(parents=True)
@@ -90,7 +90,7 @@ class Run:
                 "transactional_id_prefix": "bench",
                 "delivery_guarantee": "exactly-once" if self.name == "eos" else "at-least-once",
                 "checkpoint_location": str(self.checkpoint), "trigger_interval_seconds": str(p.trigger_seconds),
-                "shuffle_partitions": str(p.shuffle_partitions), "max_records_per_trigger": str(p.max_per_batch),
+                "shuffle_partitions": str(p.shuffle_partitions), "max_offsets_per_trigger": str(p.max_per_batch),
                 "filter": self.keys.filter_expression(self.key_field), "commit_shards": str(p.commit_shards),
                 "staging_retention_batches": "100000", "restart_delay_seconds": "1",
             }
@@ -99,7 +99,7 @@ class Run:
                 command += ["--set", f"{name}={value}"]
             return command
         if self.name == "spark_kafka":
-            return [*python, f"{PACKAGE}.bench.spark_kafka", "--jars", ",".join(self.jars or []),
+            return [*python, f"{PACKAGE}.bench.spark_kafka",
                     "--bootstrap", self.bootstrap, "--input", self.input, "--output", self.output,
                     "--checkpoint", str(self.checkpoint), "--key-field", self.key_field,
                     "--filter", self.keys.filter_expression(self.key_field), "--progress-file", str(self.progress_file),

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..kafka_local import provide_kafka
+from ..session import KAFKA_CONNECTOR
 from .measure import Profile, Run
 from .microbench import commit_microbench
 from .report import markdown, plots
-from .spark_kafka import connector_jars
 from .stats import CONTENDERS, RESULT_SCHEMA, contender_result, summary, summary_line, validate
 
 
@@ -51,7 +51,7 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log) -> list[dict[str
     for dimension, value, profile, names in variants:
         for name in names:
             log(f"bench: scaling {dimension}={value}: {name}")
-            result = Run(name, bootstrap, profile, workdir, None).measure(latency=False, log=log)
+            result = Run(name, bootstrap, profile, workdir).measure(latency=False, log=log)
             rows.append({"dimension": dimension, "value": value, "contender": name,
                          "eps": (result.get("throughput") or {}).get("eps"), "error": result.get("error"),
                          "peak_memory_mb": result.get("peak_memory_mb")})
@@ -79,21 +79,14 @@ def run_bench(args: argparse.Namespace) -> int:
         "confluent_kafka": importlib.metadata.version("confluent-kafka"),
     }
     contenders: dict[str, dict[str, Any]] = {}
-    jars = None
-    if "spark_kafka" in names:
-        try:
-            version, jars = connector_jars(args.spark_kafka_version, log)
-            environment["spark_kafka_connector"] = version
-        except Exception as error:  # noqa: BLE001 - the other contenders still run
-            contenders["spark_kafka"] = {**contender_result("spark_kafka"), "error": str(error)}
-            names.remove("spark_kafka")
+    environment["spark_kafka_connector"] = KAFKA_CONNECTOR
 
     with provide_kafka(workdir) as kafka:
         log(kafka.describe())
         environment["kafka"] = kafka.provider
         for name in names:
             log(f"bench: {name}: {contender_result(name)['label']}")
-            contenders[name] = Run(name, kafka.bootstrap_servers, profile, workdir, jars).measure(
+            contenders[name] = Run(name, kafka.bootstrap_servers, profile, workdir).measure(
                 recovery=(name == "eos" and not args.no_recovery), log=log)
         commit: dict[str, Any] = {"runs": []}
         try:

@@ -1,121 +1,23 @@
 """Contender 3: Spark's built-in Kafka source and sink (the JVM connector), the same parse,
 filter and count (groupBy count, update mode, RocksDB state as this job), at-least-once.
 
-The connector's jars are resolved once with Maven into ~/.cache/kafka-local (as kafka_local
-resolves the broker's), for the version of the installed pyspark. When Maven cannot get that
-version, `connector_versions` falls back to the newest one listed in FALLBACK_VERSIONS, and the
-results say so.
+The connector comes the way the job gets it (session.py: `spark.jars.packages`, cached by Ivy),
+in the version of the installed pyspark.
 
-    python -m <package>.bench.spark_kafka --jars a.jar,b.jar --bootstrap B --input T ...
+    python -m <package>.bench.spark_kafka --bootstrap B --input T ...
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
-import glob
-import hashlib
-import os
-import shutil
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 from .progress import record_progress
-
-SCALA = "2.13"
-# (connector, token provider) versions tried after the exact one; the token provider's POM
-# is pinned because some repositories lack the connector's own version of it.
-FALLBACK_VERSIONS = (("4.2.0", "4.0.0"), ("4.1.0", "4.0.0"), ("4.0.0", "4.0.0"))
-# The connector's own jars; its other dependencies (scala, hadoop, lz4, ...) are Spark's own.
-CONNECTOR_ARTIFACTS = ("spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients", "commons-pool2")
-
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>local.bench</groupId>
-  <artifactId>spark-kafka-connector</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencyManagement><dependencies><dependency>
-    <groupId>org.apache.spark</groupId><artifactId>spark-token-provider-kafka-0-10_SCALA</artifactId>
-    <version>TOKEN</version>
-  </dependency></dependencies></dependencyManagement>
-  <dependencies><dependency>
-    <groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_SCALA</artifactId>
-    <version>CONNECTOR</version>
-  </dependency></dependencies>
-</project>
-"""
-# Spark's parent POM lists a Google mirror of Maven Central first; where it is unreachable,
-# Maven gives up instead of trying Central, so it is mapped to Central.
-_SETTINGS = """<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0"><mirrors><mirror>
-  <id>central-for-gcs-mirror</id><mirrorOf>gcs-maven-central-mirror</mirrorOf>
-  <url>https://repo.maven.apache.org/maven2</url>
-</mirror></mirrors></settings>
-"""
-
-
-def pom(connector: str, token: str) -> str:
-    return _POM.replace("SCALA", SCALA).replace("CONNECTOR", connector).replace("TOKEN", token)
-
-
-def _resolve(connector: str, token: str, log=print) -> list[str] | None:
-    from ..kafka_local.process import _require, cache_root
-
-    text = pom(connector, token)
-    target = cache_root() / f"spark-sql-kafka-{connector}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    jars = target / "jars"
-    target.mkdir(parents=True, exist_ok=True)
-    with open(target / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "complete").exists():
-            if (target / "failed").exists() and time.time() - (target / "failed").stat().st_mtime < 3600:
-                return None  # tried within the hour: do not ask the repository again
-            (target / "pom.xml").write_text(text)
-            (target / "settings.xml").write_text(_SETTINGS)
-            staging = target / "jars.partial"
-            shutil.rmtree(staging, ignore_errors=True)
-            command = [_require("mvn", "maven"), "-B", "-q", "-f", str(target / "pom.xml"),
-                       "dependency:copy-dependencies", f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
-            if not (Path.home() / ".m2" / "settings.xml").exists():
-                command[2:2] = ["-s", str(target / "settings.xml")]
-            log(f"bench: resolving spark-sql-kafka-0-10_{SCALA}:{connector} with Maven (once)")
-            result = subprocess.run(command, capture_output=True, text=True)
-            if result.returncode != 0:
-                (target / "failed").write_text((result.stdout + result.stderr)[-3000:])
-                return None
-            shutil.rmtree(jars, ignore_errors=True)
-            staging.rename(jars)
-            (target / "complete").write_text(connector)
-    return sorted(
-        str(path) for path in jars.glob("*.jar")
-        if any(path.name.startswith(artifact) for artifact in CONNECTOR_ARTIFACTS)
-    )
-
-
-def connector_jars(wanted: str | None = None, log=print) -> tuple[str, list[str]]:
-    """(connector version, jar paths): the installed pyspark's version, else a fallback."""
-    import importlib.metadata
-
-    spark_version = importlib.metadata.version("pyspark")
-    candidates = [(wanted, wanted)] if wanted else [(spark_version, spark_version), *FALLBACK_VERSIONS]
-    tried = []
-    for connector, token in candidates:
-        jars = _resolve(connector, token, log)
-        if jars:
-            if connector != spark_version:
-                log(f"bench: spark-sql-kafka {spark_version} is not available from Maven; using {connector} "
-                    f"(token provider {token}) with Spark {spark_version}")
-            return connector, jars
-        tried.append(connector)
-    raise RuntimeError(f"Maven could not resolve spark-sql-kafka-0-10_{SCALA} (tried {', '.join(tried)}); "
-                       f"see {glob.escape(str(Path('~/.cache/kafka-local').expanduser()))}/spark-sql-kafka-*/failed")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    for name in ("--jars", "--bootstrap", "--input", "--output", "--checkpoint", "--key-field", "--filter",
+    for name in ("--bootstrap", "--input", "--output", "--checkpoint", "--key-field", "--filter",
                  "--progress-file"):
         parser.add_argument(name, required=True)
     parser.add_argument("--trigger-seconds", type=float, default=0.5)
@@ -124,24 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
 
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from ..job import ROCKSDB_PROVIDER
     from ..runner import StopRequested, stop_at_batch_boundary
+    from ..session import spark_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(args.master).appName("bench-spark-kafka")
-        .config("spark.jars", args.jars)
-        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions)
     progress = record_progress(spark, args.progress_file)
     key = args.key_field
     events = (

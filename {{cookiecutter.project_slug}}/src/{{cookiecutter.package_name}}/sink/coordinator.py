@@ -21,11 +21,12 @@ crash between steps 2 and 4 leaves nothing visible and Spark's re-run publishes 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, Producer
 
 from ..checkpoint import batch_offsets
+from ..kafka_client import librdkafka_config
 from ..storage import filesystem, list_names
 from . import faults
 from .marker import NO_BATCH, ensure_marker_topic, marker_key, marker_value, read_markers
@@ -33,6 +34,9 @@ from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from .stage import StagedFile, read_staged, sink_dir, staging_dir
 
 LOG_ENTRIES_KEPT = 100
+# The Java client's partitioner: a key lands where Kafka Streams and Java producers put it (so
+# consumers co-partition), and an empty key is hashed like any other instead of spread at random.
+PARTITIONER = "murmur2_random"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class SinkSettings:
     shards: int = 1
     commit_timeout_seconds: float = 60.0
     staging_retention_batches: int = 2
+    client: dict[str, str] = field(default_factory=dict)  # the user's [kafka] settings
 
     def transactional_id(self, shard: int) -> str:
         """Stable across restarts: the next driver's producer fences this one's."""
@@ -66,8 +71,7 @@ class CommitShard:
     def __init__(self, settings: SinkSettings, shard: int) -> None:
         self.shard = shard
         self.transactional_id = settings.transactional_id(shard)
-        self.producer = Producer({
-            "bootstrap.servers": settings.bootstrap_servers,
+        self.producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
             "transactional.id": self.transactional_id,
             "transaction.timeout.ms": int(max(settings.commit_timeout_seconds * 2, 60) * 1000),
             "linger.ms": 5,
@@ -75,7 +79,8 @@ class CommitShard:
             "queue.buffering.max.messages": 2_000_000,
             "queue.buffering.max.kbytes": 2_097_151,
             "compression.type": "lz4",
-        })
+            "partitioner": PARTITIONER,
+        }))
         # Fences any older producer with this id and completes or aborts its open transaction;
         # only after that is the marker a settled fact.
         self.producer.init_transactions(settings.commit_timeout_seconds)
@@ -89,10 +94,10 @@ def _shards_for(settings: SinkSettings) -> list[CommitShard]:
     keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
     missing = [key for key in keys if key not in _shards]
     if missing:
-        ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic)
+        ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
         for key in missing:
             _shards[key] = CommitShard(settings, key[2])
-        markers = read_markers(settings.bootstrap_servers, settings.marker_topic, settings.sink_id)
+        markers = read_markers(settings.bootstrap_servers, settings.marker_topic, settings.sink_id, settings.client)
         for key in missing:
             _shards[key].published = markers.get(key[2], NO_BATCH)
     return [_shards[key] for key in keys]

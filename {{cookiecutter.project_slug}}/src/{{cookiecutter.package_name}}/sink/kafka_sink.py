@@ -8,15 +8,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from ..kafka_client import librdkafka_config
 from . import faults
-from .coordinator import SinkSettings, commit_batch
+from .coordinator import PARTITIONER, SinkSettings, commit_batch
 from .records import output_records
 from .stage import STAGED_SCHEMA, StagedFile, stage
 
@@ -56,6 +58,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
             shards=int(options.get("commit.shards", "1")),
             commit_timeout_seconds=float(options.get("commit.timeout.seconds", "60")),
             staging_retention_batches=int(options.get("staging.retention.batches", "2")),
+            client=json.loads(options.get("kafka.client.config", "{}")),
         )
 
     # Phase 1, on executors.
@@ -66,7 +69,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         rows = pa.concat_tables(tables) if tables else STAGED_SCHEMA.empty_table()
         message: WriterCommitMessage
         if self.guarantee == "at-least-once":
-            message = Published(rows=_produce_now(self.settings.bootstrap_servers, rows))
+            message = Published(rows=_produce_now(self.settings.bootstrap_servers, self.settings.client, rows))
         elif rows.num_rows == 0:
             message = StagedFile(path="", rows=0, sha256="")
         else:
@@ -89,10 +92,12 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         not named by any commit message, and are removed with the batch's staging directory."""
 
 
-def _produce_now(bootstrap_servers: str, rows: pa.Table) -> int:
+def _produce_now(bootstrap_servers: str, client: Mapping[str, str], rows: pa.Table) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer(librdkafka_config(bootstrap_servers, client, {
+        "enable.idempotence": True, "linger.ms": 5, "partitioner": PARTITIONER,
+    }))
     errors: list[str] = []
 
     def on_delivery(error, _message) -> None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..kafka_client import librdkafka_config
 
 NO_BATCH = -1
 
@@ -25,9 +28,9 @@ def marker_value(sink_id: str, shard: int, batch_id: int, records: int) -> bytes
     ).encode()
 
 
-def ensure_marker_topic(bootstrap_servers: str, topic: str) -> None:
+def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str, str] | None = None) -> None:
     """Create the compacted, single-partition marker topic unless it exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(librdkafka_config(bootstrap_servers, client))
     if topic in admin.list_topics(timeout=30).topics:
         return
     futures = admin.create_topics(
@@ -41,15 +44,15 @@ def ensure_marker_topic(bootstrap_servers: str, topic: str) -> None:
                 raise
 
 
-def read_markers(bootstrap_servers: str, topic: str, sink_id: str, timeout: float = 30.0) -> dict[int, int]:
+def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mapping[str, str] | None = None,
+                 timeout: float = 30.0) -> dict[int, int]:
     """The last committed batch of every shard of `sink_id`: {shard: batch id}."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_servers,
+    consumer = Consumer(librdkafka_config(bootstrap_servers, client, {
         "group.id": f"marker-reader-{uuid.uuid4().hex}",
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
-    })
+    }))
     markers: dict[int, int] = {}
     prefix = f"{sink_id}/".encode()
     try:

@@ -1,0 +1,44 @@
+"""The user's Kafka client settings (the `[kafka]` table: security.protocol, sasl.*, ssl.*,
+client.id ...) for every client the job and its tools make: confluent-kafka (librdkafka's
+names, as written) and Spark's Kafka source (the Java client, `kafka.`-prefixed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# librdkafka settings the Java client spells differently or does not have.
+_SASL_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_LIBRDKAFKA_ONLY = {"sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location"}
+
+
+def librdkafka_config(bootstrap_servers: str, settings: Mapping[str, str] | None = None,
+                      job_settings: Mapping[str, object] | None = None) -> dict[str, object]:
+    """For confluent-kafka: the user's settings, then what the job sets itself (which wins)."""
+    return {**(settings or {}), "bootstrap.servers": bootstrap_servers, **(job_settings or {})}
+
+
+def java_client_options(settings: Mapping[str, str]) -> dict[str, str]:
+    """The same settings as options of Spark's Kafka source: `kafka.`-prefixed, with librdkafka's
+    SASL user and password turned into the Java client's JAAS line and a CA file into a PEM trust store."""
+    java = {name: value for name, value in settings.items() if name not in _LIBRDKAFKA_ONLY}
+    mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms")
+    if mechanism:
+        java["sasl.mechanism"] = mechanism
+    if "sasl.username" in settings and "sasl.jaas.config" not in settings:
+        module = _SASL_LOGIN_MODULES.get((mechanism or "PLAIN").upper())
+        if module is None:
+            raise ValueError(f"sasl.mechanism {mechanism!r}: give the Java client's sasl.jaas.config in [kafka]")
+        user, password = (_jaas_quoted(settings.get(n, "")) for n in ("sasl.username", "sasl.password"))
+        java["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+    if "ssl.ca.location" in settings and "ssl.truststore.location" not in settings:
+        java["ssl.truststore.type"] = "PEM"
+        java["ssl.truststore.location"] = settings["ssl.ca.location"]
+    return {f"kafka.{name}": value for name, value in java.items()}
+
+
+def _jaas_quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,0 +1,63 @@
+"""The Spark session the job runs in: Spark's Kafka connector resolved the Spark way
+(`spark.jars.packages`, cached by Ivy), RocksDB state, quiet logs, and the master that
+`spark-submit` was given, if any."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+SCALA_VERSION = "2.13"
+# The connector is pinned to the PySpark version: the two are one release of Spark. PySpark is
+# 4.2.0 because spark-sql-kafka-0-10 4.2.0 is the newest that resolves from Maven Central here
+# (4.3.0 and 4.2.1 are not served); tests/unit/test_session.py checks that the two agree.
+SPARK_VERSION = "4.2.0"
+KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CONF_DIR = Path(__file__).with_name("conf")
+IVY_SETTINGS = CONF_DIR / "ivysettings.xml"
+LOG4J2_CONFIG = CONF_DIR / "log4j2.properties"
+
+
+def launched_by_spark_submit() -> bool:
+    """`spark-submit app.py` starts the JVM first and hands Python its gateway: then the master,
+    the packages and the JVM options are spark-submit's, and the job must not override them."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def installed_spark_version() -> str:
+    return importlib.metadata.version("pyspark")
+
+
+def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool = False) -> SparkSession:
+    # Python workers must run the interpreter that has this package (in local mode, this one).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if not launched_by_spark_submit():
+        log4j = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+        builder = (
+            builder.master(master)
+            .config("spark.jars.packages", KAFKA_CONNECTOR)
+            .config("spark.jars.ivySettings", str(IVY_SETTINGS))
+            .config("spark.driver.extraJavaOptions", log4j)
+            .config("spark.executor.extraJavaOptions", log4j)
+        )
+    spark = (
+        builder
+        # Fixed by the checkpoint once the query has run; the default 200 costs seconds per batch.
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.ui.enabled", str(ui).lower())
+        .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
+        # Report idle triggers every second, so the runner sees promptly when the input is drained.
+        .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,3 +1,0 @@
-from .kafka_source import SOURCE_NAME, KafkaSource
-
-__all__ = ["SOURCE_NAME", "KafkaSource"]
