@@ -4,8 +4,9 @@
 #   SPARK_MASTER=spark://host:7077 deploy/spark-submit.sh            # arguments default to: run
 #   SPARK_MASTER=yarn deploy/spark-submit.sh run --set trigger_interval_seconds=5
 #
-# Spark itself is the installed pyspark (pyproject.toml pins it); Kafka is read and written
-# through confluent-kafka, so no connector jar is needed. The job's settings come from job.toml, the
+# Spark itself is the installed pyspark (pyproject.toml pins it); Kafka is read by Spark's own
+# connector, of the same Spark version, which spark-submit resolves with --packages (through the
+# job's conf/ivysettings.xml) and ships to the executors. The job's settings come from job.toml, the
 # {{ cookiecutter.package_name | upper }}_<OPTION> environment variables and --set flags, as for `{{ cookiecutter.package_name }} run`.
 #
 # Every node runs Python code (parsing, the transactional sink): each needs Python 3.11+ with
@@ -17,6 +18,8 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 SPARK_MASTER=${SPARK_MASTER:-local[2]}
 SPARK_HOME=${SPARK_HOME:-$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}
+CONF_DIR=src/{{ cookiecutter.package_name }}/conf
+PACKAGES=$(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR; print(KAFKA_CONNECTOR)')
 
 # The checkpoint (offsets, state, the sink's commit log) must outlive any one machine: in a
 # cluster put it on shared storage every driver attempt can reach (hdfs://, s3a://, gs://,
@@ -28,7 +31,7 @@ EXTRA_CONF=()
 # S3 through Hadoop's S3A connector, of the same Hadoop version as Spark's own jars; credentials
 # come from the AWS default chain (environment, profile, instance or pod role).
 HADOOP_VERSION=$(find "$SPARK_HOME/jars" -name 'hadoop-client-api-*.jar' -printf '%f\n' | sed -n 's/^hadoop-client-api-\(.*\)\.jar$/\1/p')
-EXTRA_CONF+=(--packages "org.apache.hadoop:hadoop-aws:${HADOOP_VERSION}")
+PACKAGES+=",org.apache.hadoop:hadoop-aws:${HADOOP_VERSION}"
 EXTRA_CONF+=(--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)
 {%- endif %}
 
@@ -46,6 +49,9 @@ exec "$SPARK_HOME/bin/spark-submit" \
   --master "$SPARK_MASTER" \
   --name {{ cookiecutter.project_slug }} \
   --py-files build/deploy/{{ cookiecutter.package_name }}.zip \
+  --packages "$PACKAGES" \
+  --conf spark.jars.ivySettings="$CONF_DIR/ivysettings.xml" \
+  --driver-java-options "-Dlog4j2.configurationFile=file://$PWD/$CONF_DIR/log4j2.properties" \
   --conf spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider \
   --conf spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=true \
   --conf spark.pyspark.python="$PYTHON" \

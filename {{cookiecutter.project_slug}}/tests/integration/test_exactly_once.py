@@ -25,7 +25,8 @@ def crash_and_recover(job, fault: str):
     sample = produce_sample(job, count=3000, seed=hash(fault) % 1000, partitions=4)
     crashed = job.run(fault=fault, fault_batch=FAULT_BATCH, max_offsets_per_trigger="1000")
     assert crashed.returncode == -signal.SIGKILL, f"the fault did not kill the job:\n{crashed.stdout[-3000:]}"
-    assert job.fired_faults() == [f"fault injection: SIGKILL at {fault} in batch {FAULT_BATCH}"]
+    # Both sink tasks of the batch may reach the point before the SIGKILL lands: same line, twice.
+    assert set(job.fired_faults()) == {f"fault injection: SIGKILL at {fault} in batch {FAULT_BATCH}"}
 
     at_crash = job.published()
     batches_at_crash = {batch for history in at_crash.counts.values() for batch, _ in history}

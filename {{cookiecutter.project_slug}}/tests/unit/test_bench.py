@@ -84,7 +84,11 @@ def _results() -> dict:
         "schema": RESULT_SCHEMA, "profile": {}, "environment": {}, "contenders": contenders,
         "commit_microbench": commit, "scaling": None, "duration_s": 1.0,
     }
-    results["summary"] = summary(contenders, commit)
+    caught_up = {"rate_eps": 1000, "trigger_s": 2.0, "eos": {"latency": {
+        "ms": distribution([2.5, 3.0], 1000),
+        "batches": {"count": 10, "ms": distribution([1200, 1500, 1800]), "over_trigger_plus_1500ms": 0}}}}
+    results["caught_up"] = caught_up
+    results["summary"] = summary(contenders, commit, caught_up)
     results["summary_line"] = summary_line(results["summary"])
     return results
 
@@ -95,11 +99,13 @@ def test_result_document_shape_and_summary_line():
     assert json.loads(json.dumps(results)) == results  # plain JSON
     assert results["summary"] == {
         "eos_eps": 1000.0, "alos_eps": 500.0, "spark_kafka_eps": 333.3, "plain_eos_eps": 250.0,
-        "eos_over_alos": 2.0, "commit_p50_ms": 150.25, "recovery_s": 31.5,
+        "eos_over_alos": 2.0, "eos_over_spark_kafka": 3.0, "commit_p50_ms": 150.25, "recovery_s": 31.5,
+        "caught_up_latency_p50_ms": 2750.0, "caught_up_batch_p50_ms": 1500, "caught_up_batches_late": 0,
     }
     line = results["summary_line"]
     assert line == ("bench: eos_eps=1000 alos_eps=500 spark_kafka_eps=333.3 plain_eos_eps=250 eos_over_alos=2 "
-                    "commit_p50_ms=150.2 recovery_s=31.5")
+                    "eos_over_spark_kafka=3 commit_p50_ms=150.2 recovery_s=31.5 caught_up_latency_p50_ms=2750 "
+                    "caught_up_batch_p50_ms=1500 caught_up_batches_late=0")
     assert [part.split("=")[0] for part in line.removeprefix("bench: ").split()] == list(SUMMARY_FIELDS)
 
 

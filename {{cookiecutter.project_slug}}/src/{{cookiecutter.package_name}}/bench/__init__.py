@@ -26,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=8, help="input partitions (default 8)")
     parser.add_argument("--keys", type=int, default=8, help="distinct keys (default 8: sample.py's colours)")
     parser.add_argument("--rate", type=float, default=500.0, help="events/s of the latency phase (default 500)")
+    parser.add_argument("--caught-up-rate", type=float, default=1000.0,
+                        help="events/s of the caught-up run (2 s trigger, as in production; default 1000)")
+    parser.add_argument("--caught-up-trigger", type=float, default=2.0,
+                        help="trigger interval of the caught-up run (default 2)")
     parser.add_argument("--latency-seconds", type=float, default=30.0, help="length of the latency phase (default 30)")
     parser.add_argument("--trigger-seconds", type=float, default=0.5, help="Spark trigger interval (default 0.5)")
     parser.add_argument("--max-per-batch", type=int, default=50_000,

@@ -37,6 +37,15 @@ from .workload import (
 )
 
 
+def _epoch_ms(timestamp: str | None) -> float:
+    """Spark's progress timestamp (ISO 8601, UTC) as epoch milliseconds."""
+    from datetime import datetime
+
+    if not timestamp:
+        return 0.0
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
+
+
 @dataclass(frozen=True)
 class Profile:
     events: int = 200_000
@@ -113,7 +122,8 @@ class Run:
             return command + (["--excluded", self.keys.excluded] if self.keys.excluded else [])
         raise ValueError(f"unknown contender {self.name!r}")
 
-    def measure(self, latency: bool = True, recovery: bool = False, log=print) -> dict[str, Any]:
+    def measure(self, latency: bool = True, recovery: bool = False, backlog: bool = True, log=print
+                ) -> dict[str, Any]:
         p = self.profile
         create_topics(self.bootstrap, {self.input: p.partitions, self.output: 2, self.dead: 1})
         produce_plain(self.bootstrap, self.input, p.partitions, self.stream, p.warmup)
@@ -122,7 +132,7 @@ class Run:
         tail.start()
         contender.start()
         try:
-            self._phases(contender, tail, latency, recovery, log)
+            self._phases(contender, tail, latency, recovery, backlog, log)
         except Exception as error:  # noqa: BLE001 - one contender's failure is reported, the others still run
             self.result["error"] = f"{type(error).__name__}: {error}"
             log(f"bench: {self.name}: {self.result['error']}\n{contender.log_tail()}")
@@ -143,17 +153,21 @@ class Run:
                                f"(at {tail.total}): {problem}")
         return visible
 
-    def _phases(self, contender: Contender, tail: OutputTail, latency: bool, recovery: bool, log) -> None:
+    def _phases(self, contender: Contender, tail: OutputTail, latency: bool, recovery: bool, backlog: bool,
+                log) -> None:
         p = self.profile
         self.result["startup_s"] = round(self._wait(tail, contender, "warm-up") - contender.started_at, 2)
-        log(f"bench: {self.name}: up in {self.result['startup_s']}s; backlog of {p.events} events")
-        visible_from = produce_backlog(self.bootstrap, self.input, p.partitions, self.stream, p.events)
-        done = self._wait(tail, contender, "backlog")
-        seconds = done - visible_from
-        self.result["throughput"] = {"events": p.events, "seconds": round(seconds, 3),
-                                     "eps": events_per_second(p.events, seconds)}
-        log(f"bench: {self.name}: {self.result['throughput']['eps']} events/s")
+        log(f"bench: {self.name}: up in {self.result['startup_s']}s")
+        if backlog:
+            log(f"bench: {self.name}: backlog of {p.events} events")
+            visible_from = produce_backlog(self.bootstrap, self.input, p.partitions, self.stream, p.events)
+            done = self._wait(tail, contender, "backlog")
+            seconds = done - visible_from
+            self.result["throughput"] = {"events": p.events, "seconds": round(seconds, 3),
+                                         "eps": events_per_second(p.events, seconds)}
+            log(f"bench: {self.name}: {self.result['throughput']['eps']} events/s")
         if latency:
+            started_ms = time.time() * 1000
             base = dict(self.stream.expected)
             producer = RateProducer(self.bootstrap, self.input, p.partitions, self.stream, p.rate, p.latency_seconds)
             producer.start()
@@ -166,6 +180,7 @@ class Run:
                                       "cdf_ms": _samples(latencies)}
             log(f"bench: {self.name}: latency p50 {self.result['latency']['ms']['p50']} ms, "
                 f"p99 {self.result['latency']['ms']['p99']} ms")
+            self.result["latency"]["batches"] = self._batches_since(started_ms)
         if recovery:
             self.result["recovery"] = self._recovery(contender, tail, log)
         self.result["verified"] = dict(tail.latest) == dict(self.stream.expected)
@@ -195,6 +210,17 @@ class Run:
         log(f"bench: {self.name}: recovered in {first.visible_at - killed_at:.1f}s")
         return {"seconds": round(first.visible_at - killed_at, 2), "first_batch_after": first.batch_id,
                 "last_batch_before": newest, "duplicated_key_batches": duplicates}
+
+    def _batches_since(self, started_ms: float) -> dict[str, Any] | None:
+        """Batch times (Spark's triggerExecution) of the batches with input since `started_ms`,
+        against the trigger: a job that keeps up finishes every batch within trigger + 1.5 s."""
+        batches = [b for b in read_progress(self.progress_file) if _epoch_ms(b.get("timestamp")) >= started_ms]
+        if not batches:
+            return None
+        durations = [b.get("durationMs", {}).get("triggerExecution", 0) for b in batches]
+        limit_ms = self.profile.trigger_seconds * 1000 + 1500
+        return {"count": len(batches), "ms": distribution(durations), "trigger_ms": self.profile.trigger_seconds * 1000,
+                "over_trigger_plus_1500ms": sum(1 for d in durations if d > limit_ms)}
 
     @staticmethod
     def _duplicated_batches(tail: OutputTail) -> int:

@@ -100,6 +100,29 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
             *_table(["dimension", "value", "contender", "events/s", "error"], rows)]
 
 
+def caught_up_table(results: dict[str, Any]) -> list[str]:
+    """Caught up at a steady rate with the production trigger: latency and batch times."""
+    caught_up = results.get("caught_up") or {}
+    names = [n for n in CONTENDERS if n in caught_up]
+    if not names:
+        return []
+    lines = [f"## Caught up: {caught_up['rate_eps']:g} events/s, trigger {caught_up['trigger_s']:g}s", "",
+             "| contender | latency p50 ms | latency p99 ms | batch p50 ms | batch max ms "
+             "| batches > trigger + 1.5 s |",
+             "|---|---|---|---|---|---|"]
+    for name in names:
+        row = caught_up[name] or {}
+        latency = row.get("latency") or {}
+        batches = latency.get("batches") or {}
+        if row.get("error"):
+            lines.append(f"| {name} | error: {row['error']} | | | | |")
+            continue
+        ms, batch_ms = latency.get("ms") or {}, batches.get("ms") or {}
+        lines.append(f"| {name} | {ms.get('p50')} | {ms.get('p99')} | {batch_ms.get('p50')} | "
+                     f"{batch_ms.get('max')} | {batches.get('over_trigger_plus_1500ms')} of {batches.get('count')} |")
+    return [*lines, ""]
+
+
 def markdown(results: dict[str, Any]) -> str:
     profile = results["profile"]
     env = results["environment"]
@@ -115,6 +138,7 @@ def markdown(results: dict[str, Any]) -> str:
         "Latency of an output record: visible to a read_committed consumer − produce time of the event that made "
         "its count true (the count-th event of that key). Throughput: backlog events / (output complete − backlog "
         "visible), the backlog being produced in one transaction.", "",
+        *caught_up_table(results),
         "## Phase 2 alone (coordinator.commit_batch microbenchmark)", "", *commit_table(results),
         "", "## Where the time goes", *eos_profile(results), *scaling_table(results), "",
         f"`{results['summary_line']}`", "",

@@ -58,6 +58,19 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log) -> list[dict[str
     return rows
 
 
+def _caught_up(bootstrap: str, base: Profile, workdir: Path, names: list[str], args: argparse.Namespace,
+               log) -> dict[str, Any]:
+    """The job as it runs in production: caught up, events at a steady rate, the trigger of the
+    template's answer. Per contender: latency and batch times (no backlog)."""
+    profile = dataclasses.replace(base, rate=args.caught_up_rate, trigger_seconds=args.caught_up_trigger)
+    rows: dict[str, Any] = {"rate_eps": profile.rate, "trigger_s": profile.trigger_seconds}
+    for name in [n for n in ("eos", "alos", "spark_kafka") if n in names]:
+        log(f"bench: caught up at {profile.rate:g} events/s, trigger {profile.trigger_seconds:g}s: {name}")
+        result = Run(name, bootstrap, profile, workdir).measure(latency=True, backlog=False, log=log)
+        rows[name] = {key: result.get(key) for key in ("latency", "error", "verified")}
+    return rows
+
+
 def run_bench(args: argparse.Namespace) -> int:
     started = time.monotonic()
     out = Path(args.out).resolve()  # contenders run in their own directories
@@ -96,6 +109,7 @@ def run_bench(args: argparse.Namespace) -> int:
                                                         args.commit_batches, workdir))
         except Exception as error:  # noqa: BLE001 - reported with the results
             commit["error"] = f"{type(error).__name__}: {error}"
+        caught_up = _caught_up(kafka.bootstrap_servers, profile, workdir, names, args, log)
         scaling = _scaling(kafka.bootstrap_servers, profile, workdir, log) if args.scaling else None
 
     environment["loadavg_after"] = _loadavg()
@@ -105,9 +119,10 @@ def run_bench(args: argparse.Namespace) -> int:
         "environment": environment,
         "contenders": {n: contenders[n] for n in CONTENDERS if n in contenders},
         "commit_microbench": commit,
+        "caught_up": caught_up,
         "scaling": scaling,
     }
-    results["summary"] = summary(results["contenders"], commit)
+    results["summary"] = summary(results["contenders"], commit, caught_up)
     results["summary_line"] = summary_line(results["summary"])
     results["duration_s"] = round(time.monotonic() - started, 1)
     problems = validate(results)

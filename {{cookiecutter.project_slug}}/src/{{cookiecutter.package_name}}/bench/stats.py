@@ -16,8 +16,9 @@ LABELS = {
     "spark_kafka": "Spark built-in Kafka source + sink (at-least-once)",
     "plain_eos": "plain confluent-kafka loop, Kafka transactions (exactly-once)",
 }
-SUMMARY_FIELDS = ("eos_eps", "alos_eps", "spark_kafka_eps", "plain_eos_eps", "eos_over_alos", "commit_p50_ms",
-                  "recovery_s")
+SUMMARY_FIELDS = ("eos_eps", "alos_eps", "spark_kafka_eps", "plain_eos_eps", "eos_over_alos", "eos_over_spark_kafka",
+                  "commit_p50_ms", "recovery_s", "caught_up_latency_p50_ms", "caught_up_batch_p50_ms",
+                  "caught_up_batches_late")
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -97,8 +98,11 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     return round(numerator / denominator, 3)
 
 
-def summary(contenders: dict[str, dict[str, Any]], commit: dict[str, Any] | None) -> dict[str, float | None]:
+def summary(contenders: dict[str, dict[str, Any]], commit: dict[str, Any] | None,
+            caught_up: dict[str, Any] | None = None) -> dict[str, float | None]:
     """The figures of the last line, from the result document's parts."""
+    caught_up_eos = ((caught_up or {}).get("eos") or {}).get("latency") or {}
+    caught_up_batches = caught_up_eos.get("batches") or {}
 
     def eps(name: str) -> float | None:
         return ((contenders.get(name) or {}).get("throughput") or {}).get("eps")
@@ -110,8 +114,12 @@ def summary(contenders: dict[str, dict[str, Any]], commit: dict[str, Any] | None
         "spark_kafka_eps": eps("spark_kafka"),
         "plain_eos_eps": eps("plain_eos"),
         "eos_over_alos": ratio(eps("eos"), eps("alos")),
+        "eos_over_spark_kafka": ratio(eps("eos"), eps("spark_kafka")),
         "commit_p50_ms": (((commit or {}).get("runs") or [{}])[0].get("commit_ms") or {}).get("p50"),
         "recovery_s": recovery.get("seconds"),
+        "caught_up_latency_p50_ms": (caught_up_eos.get("ms") or {}).get("p50"),
+        "caught_up_batch_p50_ms": (caught_up_batches.get("ms") or {}).get("p50"),
+        "caught_up_batches_late": caught_up_batches.get("over_trigger_plus_1500ms"),
     }
 
 

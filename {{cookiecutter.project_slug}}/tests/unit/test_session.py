@@ -1,0 +1,48 @@
+"""The Spark session's fixed parts: the connector matches PySpark, spark-submit's master wins."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+from {{ cookiecutter.package_name }} import session
+
+
+def test_the_kafka_connector_is_the_installed_sparks_own_version():
+    assert session.installed_spark_version() == session.SPARK_VERSION
+    assert session.KAFKA_CONNECTOR.endswith(f"_{session.SCALA_VERSION}:{session.installed_spark_version()}")
+
+
+def test_the_shipped_spark_configuration_files_parse():
+    resolvers = ElementTree.parse(session.IVY_SETTINGS).getroot().find("resolvers")
+    assert [r.tag for r in resolvers] == ["ibiblio"]  # Maven Central only: no ~/.m2 trap
+    assert "rootLogger.level = warn" in session.LOG4J2_CONFIG.read_text()
+
+
+def test_a_master_given_by_spark_submit_is_not_overridden(monkeypatch):
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert not session.launched_by_spark_submit()
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")  # what spark-submit hands a Python app
+    assert session.launched_by_spark_submit()
+
+
+def test_spark_submit_runs_the_job_on_the_master_it_was_given(tmp_path):
+    """A real spark-submit with --master local[1]: the job's session keeps it (the config says local[2])."""
+    import os
+
+    from pyspark.find_spark_home import _find_spark_home
+
+    app = tmp_path / "app.py"
+    app.write_text(
+        "from {{ cookiecutter.package_name }}.session import spark_session\n"
+        "spark = spark_session('master-check', 'local[2]', 1)\n"
+        "print('MASTER=' + spark.sparkContext.master)\n"
+        "spark.stop()\n"
+    )
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run(
+        [f"{_find_spark_home()}/bin/spark-submit", "--master", "local[1]", str(app)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert "MASTER=local[1]" in result.stdout, result.stderr[-2000:]
