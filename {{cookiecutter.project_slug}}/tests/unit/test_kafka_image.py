@@ -25,11 +25,14 @@ def entrypoint_properties(env: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_entrypoint_translates_the_apache_kafka_variables():
-    properties = entrypoint_properties(containers.kafka_environment(9092))
+    properties = entrypoint_properties(containers.kafka_environment(9092, 9094))
     assert properties["transaction.state.log.replication.factor"] == "1"
     assert properties["transaction.state.log.min.isr"] == "1"
-    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
-    assert properties["listener.security.protocol.map"] == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094"
+    assert properties["listener.security.protocol.map"] == (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT")
+    # The SASL listener's user, under the property name the broker reads.
+    assert 'user_counts-job="' in properties["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
     assert properties["log.dirs"] == containers.DATA_DIR
 
 

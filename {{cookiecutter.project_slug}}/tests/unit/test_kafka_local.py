@@ -8,11 +8,12 @@ from {{ cookiecutter.package_name }}.kafka_local.process import server_propertie
 
 def test_single_broker_settings_allow_transactions(tmp_path):
     properties = dict(
-        line.split("=", 1) for line in server_properties(tmp_path, 9092, 9093).splitlines() if line
+        line.split("=", 1) for line in server_properties(tmp_path, 9092, 9093, 9094).splitlines() if line
     )
     assert properties["transaction.state.log.replication.factor"] == "1"
     assert properties["transaction.state.log.min.isr"] == "1"
-    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092"
+    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094"
+    assert properties["sasl.enabled.mechanisms"] == "PLAIN"
     assert properties["process.roles"] == "broker,controller"
 
 

@@ -38,6 +38,7 @@ class KafkaHandle:
     image: str | None = None
     container_id: str | None = None
     restart_broker: Callable[[], None] | None = None  # kill -9 and start again on the same data
+    sasl_bootstrap_servers: str | None = None  # the SASL_PLAINTEXT listener (sasl.py) of a broker we started
 
     def describe(self) -> str:
         return (
@@ -74,6 +75,7 @@ def provide_kafka(workdir: Path | None = None, provider: str | None = None) -> I
                 yield KafkaHandle(
                     "testcontainers", broker.bootstrap_servers, image=image,
                     container_id=broker.container_id, restart_broker=broker.restart,
+                    sasl_bootstrap_servers=broker.sasl_bootstrap_servers,
                 )
         return
     with tempfile.TemporaryDirectory(prefix="kafka-local-", dir=workdir) as scratch:
@@ -85,6 +87,7 @@ def provide_kafka(workdir: Path | None = None, provider: str | None = None) -> I
             broker.start()
 
         try:
-            yield KafkaHandle("process", broker.bootstrap_servers, restart_broker=restart)
+            yield KafkaHandle("process", broker.bootstrap_servers, restart_broker=restart,
+                              sasl_bootstrap_servers=broker.sasl_bootstrap_servers)
         finally:
             broker.stop()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from . import sasl
 from .errors import KafkaUnavailable
 from .process import _new_cluster_id, free_port
 
@@ -33,18 +34,24 @@ def docker_engine_answers() -> bool:
         return False
 
 
-def kafka_environment(port: int) -> dict[str, str]:
+def kafka_environment(port: int, sasl_port: int) -> dict[str, str]:
     """Single-node KRaft settings for the apache/kafka image (and the locally built one).
 
-    The host port equals the container port, so the advertised listener is right on both sides.
+    The host ports equal the container ports, so the advertised listeners are right on both sides.
     """
+    listener = sasl.LISTENER
     return {
         "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
-        "KAFKA_LISTENERS": f"PLAINTEXT://0.0.0.0:{port},CONTROLLER://0.0.0.0:9093",
-        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+        "KAFKA_LISTENERS": f"PLAINTEXT://0.0.0.0:{port},CONTROLLER://0.0.0.0:9093,{listener}://0.0.0.0:{sasl_port}",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port},{listener}://127.0.0.1:{sasl_port}",
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":
+            f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{listener}:SASL_PLAINTEXT",
+        # "__" stands for "_" in a property name (listener.name.sasl_plaintext...).
+        **{"KAFKA_" + name.upper().replace("_", "__").replace(".", "_"): value
+           for name, value in sasl.broker_properties().items()},
         "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
         "KAFKA_LOG_DIRS": DATA_DIR,
         "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
@@ -82,9 +89,10 @@ def wait_until_serving(bootstrap: str, timeout: float, alive: Callable[[], bool]
 class KafkaContainer:
     """A started Kafka container whose data lives in a named volume, so it survives a kill."""
 
-    def __init__(self, container: Any, bootstrap: str, timeout: float) -> None:
+    def __init__(self, container: Any, bootstrap: str, sasl_bootstrap: str, timeout: float) -> None:
         self.container = container  # testcontainers' DockerContainer
         self.bootstrap_servers = bootstrap
+        self.sasl_bootstrap_servers = sasl_bootstrap
         self.timeout = timeout
 
     @property
@@ -117,20 +125,21 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
     client = docker.from_env()
     labels = {OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
     _reap_orphans(client)
-    port = free_port()
+    port, sasl_port = free_port(), free_port()
     volume = client.volumes.create(f"kafka-data-{uuid.uuid4().hex[:12]}", labels=labels).name
     container = (
         DockerContainer(image)
         .with_kwargs(labels=labels)
         .with_bind_ports(port, port)
+        .with_bind_ports(sasl_port, sasl_port)
         .with_volume_mapping(volume, DATA_DIR, "rw")
         .with_env("CLUSTER_ID", _cluster_id())
     )
-    for name, value in kafka_environment(port).items():
+    for name, value in kafka_environment(port, sasl_port).items():
         container = container.with_env(name, value)
     try:
         with container:
-            started = KafkaContainer(container, f"127.0.0.1:{port}", timeout)
+            started = KafkaContainer(container, f"127.0.0.1:{port}", f"127.0.0.1:{sasl_port}", timeout)
             try:
                 wait_until_serving(started.bootstrap_servers, timeout, started.running)
             except KafkaUnavailable as error:

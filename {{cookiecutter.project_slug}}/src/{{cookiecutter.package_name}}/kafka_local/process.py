@@ -16,6 +16,7 @@ import uuid
 from importlib import resources
 from pathlib import Path
 
+from . import sasl
 from .errors import KafkaUnavailable
 
 KAFKA_VERSION = "4.3.0"
@@ -89,15 +90,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+def server_properties(data_dir: Path, port: int, controller_port: int, sasl_port: int) -> str:
     return "\n".join([
         "process.roles=broker,controller",
         "node.id=1",
         f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}",
-        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port},"
+        f"{sasl.LISTENER}://127.0.0.1:{sasl_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port},{sasl.LISTENER}://127.0.0.1:{sasl_port}",
         "controller.listener.names=CONTROLLER",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "inter.broker.listener.name=PLAINTEXT",
+        f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{sasl.LISTENER}:SASL_PLAINTEXT",
+        *(f"{name}={value}" for name, value in sasl.broker_properties().items()),
         f"log.dirs={data_dir}",
         "num.partitions=1",
         # One broker: internal topics must accept a single replica, or
@@ -121,11 +125,16 @@ class LocalKafkaBroker:
         self.heap = heap
         self.port = free_port()
         self.controller_port = free_port()
+        self.sasl_port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
 
     @property
     def log_file(self) -> Path:
@@ -145,7 +154,7 @@ class LocalKafkaBroker:
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         (self.workdir / "log4j2.yaml").write_bytes(_resource("log4j2.yaml"))
         config = self.workdir / "server.properties"
-        config.write_text(server_properties(data, self.port, self.controller_port))
+        config.write_text(server_properties(data, self.port, self.controller_port, self.sasl_port))
         if not (data / "meta.properties").exists():
             result = subprocess.run(
                 self._java(jars, "kafka.tools.StorageTool", "format", f"--cluster-id={_new_cluster_id()}",
