@@ -135,7 +135,8 @@ def test_the_manifest_matches_the_pinned_spark(renderings: dict[str, Path], proj
     manifest = yaml.safe_load((renderings["exactly-once-gha_yes-deploy_yes-ckpt_s3"]
                                / "deploy/k8s/spark-application.yaml").read_text())
     assert manifest["spec"]["sparkVersion"] == spark_version
-    assert manifest["spec"]["deps"]["packages"] == [f"org.apache.hadoop:hadoop-aws:{hadoop}"]
+    assert manifest["spec"]["deps"]["packages"] == [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}",
+                                                    f"org.apache.hadoop:hadoop-aws:{hadoop}"]
 
 
 @pytest.mark.parametrize("cell", list(UNIT_TEST_CELLS))

@@ -61,7 +61,7 @@ def _produce_sample(args: argparse.Namespace) -> int:
 
     config = _config(args)
     sample = make_events(args.count, args.seed, config.key_field, args.malformed_rate)
-    produce(config.bootstrap_servers, config.input_topic, sample.values)
+    produce(config.bootstrap_servers, config.input_topic, sample.values, client=config.kafka)
     print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); expected counts:")
     print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))
     return 0

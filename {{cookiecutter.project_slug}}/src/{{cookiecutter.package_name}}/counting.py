@@ -11,17 +11,16 @@ from collections.abc import Iterator
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
+from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
+
 KIND_COUNT = "count"
 KIND_DEAD_LETTER = "dead_letter"
 GROUP_KEY = "group_key"
-# What the processor reads: the key of a good event, the details of a dead letter.
-INPUT_COLUMNS = [GROUP_KEY, "dead_letter_reason", "topic", "partition", "offset", "raw_value"]
-DEAD_LETTER_COLUMNS = ["reason", "source_topic", "source_partition", "source_offset", "raw_value"]
-OUTPUT_SCHEMA = (
-    "kind STRING, key STRING, count BIGINT, reason STRING, source_topic STRING, "
-    "source_partition INT, source_offset BIGINT, raw_value BINARY"
-)
-_OUTPUT_COLUMNS = ["kind", "key", "count", *DEAD_LETTER_COLUMNS]
+# What crosses to Python per record: the key of a good event, or a dead letter's record
+# (dead_letters.py), the other column null.
+INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_KEY, DEAD_LETTER_VALUE]
+OUTPUT_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
+_OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
 
 
 class CountProcessor(StatefulProcessor):
@@ -49,23 +48,14 @@ class CountProcessor(StatefulProcessor):
 
 
 def count_frame(key: str, count: int) -> pd.DataFrame:
-    return pd.DataFrame({
-        "kind": [KIND_COUNT], "key": [key], "count": [count], "reason": [None], "source_topic": [None],
-        "source_partition": pd.array([None], dtype="Int32"), "source_offset": pd.array([None], dtype="Int64"),
-        "raw_value": [None],
-    })
+    return pd.DataFrame({"kind": [KIND_COUNT], "key": [key], "count": [count], DEAD_LETTER_VALUE: [None]})
 
 
 def dead_letter_frames(rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     for frame in rows:
-        out = pd.DataFrame({
+        yield pd.DataFrame({
             "kind": KIND_DEAD_LETTER,
-            "key": None,
+            "key": frame[DEAD_LETTER_KEY].to_numpy(),
             "count": pd.array([None] * len(frame), dtype="Int64"),
-            "reason": frame["dead_letter_reason"].to_numpy(),
-            "source_topic": frame["topic"].to_numpy(),
-            "source_partition": frame["partition"].astype("Int32").to_numpy(),
-            "source_offset": frame["offset"].astype("Int64").to_numpy(),
-            "raw_value": frame["raw_value"].to_numpy(),
-        })
-        yield out[_OUTPUT_COLUMNS]
+            DEAD_LETTER_VALUE: frame[DEAD_LETTER_VALUE].to_numpy(),
+        })[_OUTPUT_COLUMNS]

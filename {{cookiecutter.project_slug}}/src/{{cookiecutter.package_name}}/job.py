@@ -17,6 +17,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from .config import JobConfig, starting_offsets
 from .counting import GROUP_KEY, INPUT_COLUMNS, OUTPUT_SCHEMA, CountProcessor
+from .dead_letters import with_dead_letter_record
 from .kafka_client import java_client_options
 from .parsing import REASON, EventSchema, parse_records
 from .session import spark_session as new_session
@@ -62,8 +63,9 @@ def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
 
 
 def count_by_key(events: DataFrame, config: JobConfig) -> DataFrame:
-    keyed = events.withColumn(GROUP_KEY, F.when(F.col(REASON).isNull(), F.col(config.key_field).cast("string")))
-    # Only what the processor reads crosses to Python: the key, and a dead letter's details.
+    keyed = with_dead_letter_record(events).withColumn(
+        GROUP_KEY, F.when(F.col(REASON).isNull(), F.col(config.key_field).cast("string")))
+    # Only what the processor reads crosses to Python: the key, or a dead letter's record.
     return keyed.select(*INPUT_COLUMNS).groupBy(GROUP_KEY).transformWithStateInPandas(
         statefulProcessor=CountProcessor(config.state_ttl_seconds),
         outputStructType=OUTPUT_SCHEMA,

@@ -6,12 +6,22 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
+from .kafka_client import librdkafka_config
+
 COLORS = ["red", "green", "blue", "orange", "yellow", "purple", "black", "white"]
-MALFORMED = [b"{not json", b"[1, 2, 3]", b'{"size": 3}', b'{"color": 42}', b"\xff\xfe"]
+MALFORMED = [
+    b"{not json", b"[1, 2, 3]", b'{"size": 3}', b'{"color": 42}', b"\xff\xfe", b"",
+    b'{"color": "\\ud800"}',  # a lone surrogate escape
+    b'{"color": "\xed\xa0\x80"}',  # a surrogate's raw bytes: invalid UTF-8
+    b"[" * 1000,  # deep nesting, never closed
+    b'{"color": "red"} trailing',
+    b'{"color": "red", "n": 1} {"color": "blue"}x',
+]
 
 
 @dataclass
@@ -46,9 +56,10 @@ def make_events(count: int, seed: int, key_field: str = "{{ cookiecutter.key_fie
     return sample
 
 
-def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int | None = None) -> None:
+def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int | None = None,
+            client: Mapping[str, str] | None = None) -> None:
     """Produce every value (round-robin over partitions when given) and wait for delivery."""
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "linger.ms": 10})
+    producer = Producer(librdkafka_config(bootstrap_servers, client, {"enable.idempotence": True, "linger.ms": 10}))
     failures: list[str] = []
     for i, value in enumerate(values):
         while True:

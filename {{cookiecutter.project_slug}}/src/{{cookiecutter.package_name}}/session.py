@@ -57,6 +57,7 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool 
         # Report idle triggers every second, so the runner sees promptly when the input is drained.
         .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries; saves two warnings
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

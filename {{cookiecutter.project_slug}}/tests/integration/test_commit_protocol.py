@@ -89,3 +89,58 @@ def test_a_rerun_after_the_kafka_commit_publishes_nothing(kafka, new_topic, tmp_
     rerun = coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
     assert rerun is not None and rerun.status == COMMITTED
     assert batch_ids_visible(kafka, output) == [0] * 100
+
+
+def java_partition(key: bytes, partitions: int) -> int:
+    """Kafka's Java producer: Utils.toPositive(Utils.murmur2(key)) % partitions, written out here
+    from Kafka's Utils.java so that the check does not trust librdkafka's own murmur2."""
+    m, r, mask = 0x5BD1E995, 24, 0xFFFFFFFF
+    h = (0x9747B28C ^ len(key)) & mask
+    whole = len(key) // 4
+    for i in range(whole):
+        k = int.from_bytes(key[4 * i:4 * i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> r
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    tail = key[4 * whole:]
+    if len(tail) == 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if len(tail) >= 1:
+        h ^= tail[0]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def test_keys_land_on_the_partition_a_java_producer_would_choose(kafka, new_topic, tmp_path):
+    """murmur2 like Kafka's Java client and Kafka Streams, for every key, the empty key included
+    (librdkafka's default partitioner spreads an empty key at random)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    output = new_topic("out", partitions=5)
+    settings = settings_for(kafka, tmp_path, new_topic, "partitioner")
+    keys = [b"", b"a", b"red", b"abcd", b"colour-123", "grün".encode()]
+    table = pa.Table.from_pydict({
+        "topic": [output] * len(keys) * 2, "key": keys * 2, "value": [b"{}"] * len(keys) * 2,
+    }, schema=STAGED_SCHEMA)
+    coordinator.commit_batch(settings, [stage(settings.checkpoint, settings.sink_id, 0, 0, 0, table)], 0)
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "partitioner-check",
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(output, p, 0) for p in range(5)])
+    landed: dict[bytes, set[int]] = {}
+    ends = 0
+    while ends < 5:
+        message = consumer.poll(10)
+        assert message is not None, "the output did not arrive"
+        if message.error():
+            ends += 1
+            continue
+        landed.setdefault(message.key() or b"", set()).add(message.partition())
+    consumer.close()
+    assert landed == {key: {java_partition(key, 5)} for key in keys}

@@ -53,9 +53,9 @@ def test_ttl_is_passed_in_milliseconds():
 def test_dead_letters_pass_through_untouched():
     processor = CountProcessor()
     processor.init(FakeHandle())
-    dead = pd.DataFrame({"dead_letter_reason": ["not JSON: x"], "topic": ["events"], "partition": [2],
-                         "offset": [17], "raw_value": [b"x"]})
+    dead = pd.DataFrame({"group_key": [None], "dead_letter_key": ["events/2/17"],
+                         "dead_letter_value": ['{"reason": "not JSON: x"}']})
     out = pd.concat(processor.handleInputRows((None,), iter([dead]), None))
     row = out.iloc[0]
-    assert (row["kind"], row["reason"], row["source_partition"], row["source_offset"], row["raw_value"]) == (
-        KIND_DEAD_LETTER, "not JSON: x", 2, 17, b"x")
+    assert (row["kind"], row["key"], row["dead_letter_value"]) == (
+        KIND_DEAD_LETTER, "events/2/17", '{"reason": "not JSON: x"}')

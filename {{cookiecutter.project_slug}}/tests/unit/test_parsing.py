@@ -3,12 +3,20 @@ and no input can fail the job."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
+from {{ cookiecutter.package_name }}.dead_letters import (
+    DEAD_LETTER_KEY,
+    DEAD_LETTER_VALUE,
+    MAX_DEAD_LETTER_VALUE_BYTES,
+    with_batch_id,
+    with_dead_letter_record,
+)
 from {{ cookiecutter.package_name }}.parsing import REASON, EventSchema, parse_records
 from {{ cookiecutter.package_name }}.session import spark_session
 
@@ -110,3 +118,20 @@ def test_field_names_that_need_quoting_in_a_path(spark):
     schema = EventSchema(fields={"it's.a key": "string"}, key_field="it's.a key", max_record_bytes=1000)
     [event] = parse(spark, json.dumps({"it's.a key": "v"}).encode(), schema=schema)
     assert event[REASON] is None and event["it's.a key"] == "v"
+
+
+def test_a_dead_letter_record_is_built_in_the_jvm(spark):
+    big = b'{"color": ' + b"1" * (MAX_DEAD_LETTER_VALUE_BYTES + 10) + b"}"
+    schema = EventSchema(fields={"color": "string"}, key_field="color",
+                         max_record_bytes=10 * MAX_DEAD_LETTER_VALUE_BYTES)
+    records = spark.createDataFrame([("events", 3, 41, b'{"color": "red"}'), ("events", 3, 42, b"\xffoops"),
+                                     ("events", 3, 43, big)], RECORDS_DDL)
+    rows = with_dead_letter_record(parse_records(records, schema)).orderBy("offset").collect()
+    assert rows[0][DEAD_LETTER_KEY] is None and rows[0][DEAD_LETTER_VALUE] is None
+    assert rows[1][DEAD_LETTER_KEY] == "events/3/42"
+    value = json.loads(with_batch_id(rows[1][DEAD_LETTER_VALUE], 9))
+    assert value == {"reason": "not JSON: invalid UTF-8", "source_topic": "events", "source_partition": 3,
+                     "source_offset": 42, "value_base64": "/29vcHM=", "value_truncated": False, "batch_id": 9}
+    truncated = json.loads(rows[2][DEAD_LETTER_VALUE])
+    assert truncated["value_truncated"] is True
+    assert len(base64.b64decode(truncated["value_base64"])) == MAX_DEAD_LETTER_VALUE_BYTES

@@ -16,9 +16,8 @@ from {{ cookiecutter.package_name }}.verify import verify
 
 def sink_rows() -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict({
-        "kind": ["count", "dead_letter"], "key": ["red", None], "count": [3, None],
-        "reason": [None, "not JSON"], "source_topic": [None, "events"], "source_partition": [None, 1],
-        "source_offset": [None, 9], "raw_value": [None, b"oops"],
+        "kind": ["count", "dead_letter"], "key": ["red", "events/1/9"], "count": [3, None],
+        "dead_letter_value": [None, '{"reason":"not JSON","source_offset":9,"value_base64":"b29wcw=="}'],
     })
 
 
@@ -29,6 +28,7 @@ def test_output_records_are_final_kafka_bytes():
     assert json.loads(table["value"][0]) == {"key": "red", "count": 3, "batch_id": 7}
     dead = json.loads(table["value"][1])
     assert (dead["reason"], dead["source_offset"], dead["value_base64"]) == ("not JSON", 9, "b29wcw==")
+    assert dead["batch_id"] == 7
 
 
 def test_staged_files_round_trip_and_detect_corruption(tmp_path):

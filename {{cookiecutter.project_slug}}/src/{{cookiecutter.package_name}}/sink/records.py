@@ -3,42 +3,30 @@ counts to the output topic, dead letters (with reason and source coordinates) to
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pyarrow as pa
 
 from ..counting import KIND_COUNT
+from ..dead_letters import DEAD_LETTER_VALUE, with_batch_id
 from .stage import STAGED_SCHEMA
-
-# A dead letter keeps at most this much of the raw value, so it always fits in a Kafka record.
-MAX_DEAD_LETTER_VALUE_BYTES = 65536
 
 
 def output_records(batch: pa.RecordBatch, batch_id: int, output_topic: str, dead_letter_topic: str) -> pa.Table:
+    """Counts become `{"key", "count", "batch_id"}` on the output topic; dead letters arrive
+    encoded (dead_letters.py) and get the batch id."""
     topics: list[str] = []
     keys: list[bytes] = []
     values: list[bytes] = []
     columns = batch.to_pydict()
-    for i, kind in enumerate(columns["kind"]):
+    for kind, key, count, dead_letter in zip(
+        columns["kind"], columns["key"], columns["count"], columns[DEAD_LETTER_VALUE], strict=True
+    ):
         if kind == KIND_COUNT:
-            key = columns["key"][i]
             topics.append(output_topic)
-            keys.append(key.encode())
-            values.append(json.dumps({"key": key, "count": columns["count"][i], "batch_id": batch_id}).encode())
+            values.append(json.dumps({"key": key, "count": count, "batch_id": batch_id}).encode())
         else:
-            coordinates = (columns["source_topic"][i], columns["source_partition"][i], columns["source_offset"][i])
-            raw = columns["raw_value"][i] or b""
-            kept = raw[:MAX_DEAD_LETTER_VALUE_BYTES]
             topics.append(dead_letter_topic)
-            keys.append("/".join(str(part) for part in coordinates).encode())
-            values.append(json.dumps({
-                "reason": columns["reason"][i],
-                "source_topic": coordinates[0],
-                "source_partition": coordinates[1],
-                "source_offset": coordinates[2],
-                "value_base64": base64.b64encode(kept).decode(),
-                "value_truncated": len(kept) < len(raw),
-                "batch_id": batch_id,
-            }).encode())
+            values.append(with_batch_id(dead_letter, batch_id).encode())
+        keys.append(key.encode())
     return pa.Table.from_pydict({"topic": topics, "key": keys, "value": values}, schema=STAGED_SCHEMA)

@@ -1,0 +1,44 @@
+"""A dead letter's Kafka record, built in the JVM from the parsed event: the key is the source
+coordinates `topic/partition/offset`, the value a JSON object with the reason, the coordinates
+and the raw value in base64. Built before the stateful operator, so only two strings (null for
+good events) cross to Python with each record instead of five columns."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .parsing import REASON
+
+DEAD_LETTER_KEY = "dead_letter_key"
+DEAD_LETTER_VALUE = "dead_letter_value"
+# A dead letter keeps at most this much of the raw value, so it always fits in a Kafka record.
+MAX_DEAD_LETTER_VALUE_BYTES = 65536
+
+
+def with_dead_letter_record(events: DataFrame) -> DataFrame:
+    """Add the dead-letter key and value (JSON without the batch id, which the sink adds)."""
+    bad = F.col(REASON).isNotNull()
+    return events.withColumn(DEAD_LETTER_KEY, F.when(bad, _key())).withColumn(DEAD_LETTER_VALUE, F.when(bad, _value()))
+
+
+def _key() -> Column:
+    return F.concat_ws("/", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+
+
+def _value() -> Column:
+    raw = F.coalesce(F.col("raw_value"), F.lit(b"").cast("binary"))
+    kept = F.substring(raw, 1, MAX_DEAD_LETTER_VALUE_BYTES)
+    return F.to_json(F.struct(
+        F.col(REASON).alias("reason"),
+        F.col("topic").alias("source_topic"),
+        F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"),
+        F.base64(kept).alias("value_base64"),
+        (F.octet_length(raw) > MAX_DEAD_LETTER_VALUE_BYTES).alias("value_truncated"),
+    ))
+
+
+def with_batch_id(value: str, batch_id: int) -> str:
+    """The final value: the JVM-built JSON object with the batch id as its last field."""
+    return f'{value[:-1]}, "batch_id": {batch_id}}}'
