@@ -106,7 +106,9 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         assert manifest["kind"] == "SparkApplication"
         s3 = answers["checkpoint_location"].startswith("s3:")
         assert ("hadoop-aws" in script.read_text()) == s3
-        assert ("deps" in manifest["spec"]) == s3
+        packages = manifest["spec"]["deps"]["packages"]
+        assert packages[0].startswith("org.apache.spark:spark-sql-kafka-0-10_2.13:")
+        assert any(p.startswith("org.apache.hadoop:hadoop-aws:") for p in packages) == s3
 
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=project,
                           capture_output=True, text=True, check=False)
