@@ -118,8 +118,9 @@ def caught_up_table(results: dict[str, Any]) -> list[str]:
             lines.append(f"| {name} | error: {row['error']} | | | | |")
             continue
         ms, batch_ms = latency.get("ms") or {}, batches.get("ms") or {}
-        lines.append(f"| {name} | {ms.get('p50')} | {ms.get('p99')} | {batch_ms.get('p50')} | "
-                     f"{batch_ms.get('max')} | {batches.get('over_trigger_plus_1500ms')} of {batches.get('count')} |")
+        figures = [ms.get("p50"), ms.get("p99"), batch_ms.get("p50"), batch_ms.get("max")]
+        shown = " | ".join("–" if value is None else f"{value:,.0f}" for value in figures)
+        lines.append(f"| {name} | {shown} | {batches.get('over_trigger_plus_1500ms')} of {batches.get('count')} |")
     return [*lines, ""]
 
 
