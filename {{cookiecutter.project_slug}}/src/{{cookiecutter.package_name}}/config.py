@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .kafka_client import java_client_options
+
 DEFAULT_CONFIG_PATH = Path("job.toml")
 ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
 GUARANTEES = ("exactly-once", "at-least-once")
@@ -208,6 +210,10 @@ def validated(config: JobConfig) -> JobConfig:
     for name in config.kafka:
         if name in JOB_OWNED_CLIENT_SETTINGS:
             raise ConfigError(f"kafka.{name}", JOB_OWNED_CLIENT_SETTINGS[name])
+    try:  # the Java client's form of the settings (Spark's source) is built when the query is
+        java_client_options(config.kafka)
+    except ValueError as error:
+        raise ConfigError("kafka.sasl.mechanism", str(error)) from None
     return config
 
 

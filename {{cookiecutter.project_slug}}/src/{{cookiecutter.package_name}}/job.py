@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from .config import JobConfig, starting_offsets
+from .config import JobConfig
 from .counting import GROUP_KEY, INPUT_COLUMNS, OUTPUT_SCHEMA, CountProcessor
 from .dead_letters import with_dead_letter_record
 from .kafka_client import java_client_options
@@ -37,16 +37,13 @@ def event_schema(config: JobConfig) -> EventSchema:
 
 def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
     """Spark's Kafka source: offsets in the checkpoint's offset log, only committed records."""
-    offsets = starting_offsets(config)
-    if isinstance(offsets, dict):  # Spark's own form: {"topic": {"partition": offset}}
-        offsets = json.dumps({config.input_topic: {str(p): o for p, o in offsets.items()}})
     return (
         spark.readStream.format("kafka")
         .options(**java_client_options(config.kafka))
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
         .option("kafka.isolation.level", "read_committed")
         .option("subscribe", config.input_topic)
-        .option("startingOffsets", offsets)
+        .option("startingOffsets", config.starting_offsets.strip())  # Spark's own form, checked by config
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
         .load()

@@ -46,7 +46,7 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
     reason = dead_letter_reason(F.col("value"), doc, schema)
     good = reason.isNull()
     columns = [
-        F.when(good, _typed(doc, name, kind)).alias(name) for name, kind in schema.fields.items()
+        F.when(good, _typed(_field(doc, name), kind)).alias(name) for name, kind in schema.fields.items()
     ]
     return parsed.select(
         *columns,
@@ -99,9 +99,10 @@ def _path(name: str) -> str:
     return f'$["{name}"]' if "'" in name else f"$['{name}']"
 
 
-def _typed(doc: Column, name: str, kind: str) -> Column:
+def _typed(field: Column, kind: str) -> Column:
+    # The same field expression as dead_letter_reason's, so Spark extracts it once per record;
     # try_: a JSON null gives SQL null; the type itself was checked by dead_letter_reason.
-    return F.try_variant_get(doc, _path(name), _SPARK_TYPES[kind])
+    return F.try_variant_get(field, "$", _SPARK_TYPES[kind])
 
 
 def _has_type(found: Column, kind: str) -> Column:

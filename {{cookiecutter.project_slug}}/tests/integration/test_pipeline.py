@@ -3,6 +3,7 @@ the restart strategy, and configuration errors that name their option."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -91,3 +92,14 @@ def test_bad_configuration_fails_at_start_naming_the_option(job, setting, messag
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_explicit_starting_offsets_in_sparks_form_skip_what_is_before_them(job):
+    produce_sample(job, count=400, seed=41, partitions=4)  # 100 records in each partition, never counted
+    counted = produce_sample(job, count=800, seed=42, partitions=4)
+    offsets = json.dumps({job.input_topic: {str(partition): 100 for partition in range(4)}})
+    result = job.run(starting_offsets=offsets)
+    assert result.returncode == 0, result.stdout[-3000:]
+    # Counts or dead letters of the skipped records would show as duplicated or as extra dead letters.
+    verdict = verify(job.published(), dict(counted.expected_counts), counted.malformed_values)
+    assert verdict.exactly_once, verdict.problems

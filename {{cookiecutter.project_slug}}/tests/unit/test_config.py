@@ -36,6 +36,7 @@ def test_later_sources_win(tmp_path):
         ({"starting_offsets": '{"other": {"0": 1}}'}, "starting_offsets", "is not earliest, latest"),
         ({"starting_offsets": '{"{{ cookiecutter.input_topic }}": {"0": -3}}'}, "starting_offsets", "-2 .earliest"),
         ({"kafka.isolation.level": "read_uncommitted"}, "kafka.isolation.level", "always read_committed"),
+        ({"kafka.sasl.mechanism": "GSSAPI", "kafka.sasl.username": "u"}, "kafka.sasl.mechanism", "sasl.jaas.config"),
         ({"kafka.sasl.password": "${NO_SUCH_VARIABLE_X}"}, "kafka.sasl.password", "NO_SUCH_VARIABLE_X, which is not"),
         ({"filter": "  "}, "filter", "must not be empty"),
         ({"no_such_option": "1"}, "no_such_option", "unknown option"),

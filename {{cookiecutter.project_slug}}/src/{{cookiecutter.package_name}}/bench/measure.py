@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,6 @@ from .workload import (
 
 def _epoch_ms(timestamp: str | None) -> float:
     """Spark's progress timestamp (ISO 8601, UTC) as epoch milliseconds."""
-    from datetime import datetime
-
     if not timestamp:
         return 0.0
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
