@@ -127,3 +127,10 @@ def test_the_bench_command_imports_nothing_heavy():
             "print(sorted(m for m in ('pyspark', 'matplotlib', 'pandas', 'confluent_kafka') if m in sys.modules))")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
+
+
+def test_the_stage_profile_refuses_an_unknown_variant_before_it_starts_anything():
+    from {{ cookiecutter.package_name }}.bench import stages
+
+    with pytest.raises(SystemExit, match="unknown variant"):
+        stages.main(["--variants", "parse,nope"])

@@ -1,0 +1,97 @@
+"""Where a batch's time goes, stage by stage: the job's own query cut after each stage, each run
+on the same backlog with `trigger(availableNow)`, Spark's addBatch per batch printed and
+written as JSON. The first batch of a query pays its start-up; the steady figure is the median
+of the others.
+
+    python -m <package>.bench.stages --events 200000 --max-per-batch 50000 [--out stages.json]
+
+Variants: parse (source + JVM parse + filter, noop sink), count (+ transformWithStateInPandas,
+noop sink), full (+ the exactly-once sink: the job as it runs), jvm_count (source + parse +
+Spark's own groupBy count instead of the Python operator, noop sink). Uses
+KAFKA_BOOTSTRAP_SERVERS when set, else starts a broker (kafka_local.provide_kafka).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+VARIANTS = ("parse", "count", "full", "jvm_count")
+
+
+def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdir: Path) -> list[dict]:
+    from pyspark.sql import functions as F
+
+    from .. import job
+    from ..config import load_config
+
+    suffix = uuid.uuid4().hex[:8]
+    config = load_config(None, {
+        "bootstrap_servers": bootstrap, "input_topic": topic, "output_topic": f"{topic}-out",
+        "dead_letter_topic": f"{topic}-dead", "marker_topic": f"{topic}-markers", "sink_id": f"stages-{suffix}",
+        "checkpoint_location": str(workdir / f"checkpoint-{variant}-{suffix}"), "shuffle_partitions": "2",
+        "max_offsets_per_trigger": str(max_per_batch),
+    }, environ={})
+    spark = job.spark_session(config, app_name=f"stages-{variant}")
+    try:
+        events = job.keep_matching(job.parse(job.read_events(spark, config), config), config)
+        if variant == "parse":
+            writer = events.writeStream.format("noop")
+        elif variant == "count":
+            writer = job.count_by_key(events, config).writeStream.format("noop")
+        elif variant == "jvm_count":
+            writer = events.groupBy(F.col(config.key_field)).count().writeStream.format("noop").outputMode("update")
+        else:
+            writer = job.write_counts(job.count_by_key(events, config), config)
+        query = (writer.option("checkpointLocation", config.checkpoint_location)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        return [{"batch": p["batchId"], "rows": p["numInputRows"], "add_batch_ms": p["durationMs"]["addBatch"],
+                 "trigger_ms": p["durationMs"]["triggerExecution"]}
+                for p in query.recentProgress if p["numInputRows"]]
+    finally:
+        spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--max-per-batch", type=int, default=50_000)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out", default="stages.json")
+    args = parser.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if unknown := sorted(set(variants) - set(VARIANTS)):
+        raise SystemExit(f"stages: unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
+
+    from ..kafka_local import provide_kafka
+    from ..sample import make_events, produce
+    from .workload import create_topics
+
+    results: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="stages-") as scratch, provide_kafka(Path(scratch)) as kafka:
+        topic = f"stages-{uuid.uuid4().hex[:8]}"
+        create_topics(kafka.bootstrap_servers, {topic: args.partitions, f"{topic}-out": 2, f"{topic}-dead": 1})
+        sample = make_events(args.events, seed=7)
+        produce(kafka.bootstrap_servers, topic, sample.values, partitions=args.partitions)
+        print(f"stages: {args.events} events over {args.partitions} partitions, at most {args.max_per_batch} "
+              f"per batch", flush=True)
+        for variant in variants:
+            results[variant] = measure(kafka.bootstrap_servers, topic, variant, args.max_per_batch, Path(scratch))
+            steady = [b["add_batch_ms"] for b in results[variant][1:]]
+            print(f"stages: {variant}: addBatch ms per batch {[b['add_batch_ms'] for b in results[variant]]}, "
+                  f"steady median {statistics.median(steady) if steady else 'n/a'}", flush=True)
+    Path(args.out).write_text(json.dumps({"events": args.events, "partitions": args.partitions,
+                                          "max_per_batch": args.max_per_batch, "variants": results}, indent=1))
+    print(f"stages: wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
