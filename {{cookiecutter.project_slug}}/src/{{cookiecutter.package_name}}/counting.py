@@ -1,61 +1,76 @@
-"""Count-by-key state: a `transformWithStateInPandas` processor that keeps one count per
-key in the RocksDB state store and emits only the keys whose count changed in the batch.
+"""Count by key: the job's stateful step. What leaves it is a stream of *changes*: one row per
+key whose count changed in the batch (its new total), plus the batch's dead letters, which ride
+in the same micro-batch and so reach the same Kafka transaction as the counts.
 
-Dead letters travel through the same operator (grouped under the null key) so that they
-reach the sink in the same batch, and so in the same Kafka transaction, as the counts."""
+Two operators, chosen by `state_ttl_seconds` (measured with `bench --scaling` and
+`bench.stages`, see the README):
+- without a TTL (the default): Spark's own streaming aggregation, `groupBy(key).count()` in
+  Update mode with RocksDB state. Counting and state stay in the JVM: microseconds per key.
+- with a TTL: transformWithStateInPandas (ttl_counting.py), the operator that has state TTL.
+  It calls Python once per key, about half a millisecond per key and batch.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from dataclasses import dataclass
 
-import pandas as pd
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
-from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
+from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
+from .parsing import REASON
 
 KIND_COUNT = "count"
 KIND_DEAD_LETTER = "dead_letter"
 GROUP_KEY = "group_key"
-# What crosses to Python per record: the key of a good event, or a dead letter's record
-# (dead_letters.py), the other column null.
+# Per record: the key of a good event, or a dead letter's Kafka key and value; the others null.
 INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_KEY, DEAD_LETTER_VALUE]
-OUTPUT_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
-_OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
+# Per change: a count (kind, key, count) or a dead letter (kind, key, dead_letter_value).
+CHANGES_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
 
 
-class CountProcessor(StatefulProcessor):
-    def __init__(self, ttl_seconds: int = 0) -> None:
-        self.ttl_ms = ttl_seconds * 1000 if ttl_seconds > 0 else None
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        # With a TTL, a key idle for that long starts again from zero.
-        self.count = handle.getValueState("count", "count BIGINT", self.ttl_ms)
-
-    def handleInputRows(
-        self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: TimerValues
-    ) -> Iterator[pd.DataFrame]:
-        (group_key,) = key
-        if group_key is None:
-            yield from dead_letter_frames(rows)
-            return
-        previous = self.count.get()[0] if self.count.exists() else 0
-        total = previous + sum(len(frame) for frame in rows)
-        self.count.update((total,))
-        yield count_frame(group_key, total)
-
-    def close(self) -> None:
-        pass
+@dataclass(frozen=True)
+class Changes:
+    frame: DataFrame
+    output_mode: str  # what the operator needs of the streaming writer
 
 
-def count_frame(key: str, count: int) -> pd.DataFrame:
-    return pd.DataFrame({"kind": [KIND_COUNT], "key": [key], "count": [count], DEAD_LETTER_VALUE: [None]})
+def keyed_records(events: DataFrame, key_field: str) -> DataFrame:
+    """Only what the count needs: the key of a good event, or a dead letter's record."""
+    good = F.col(REASON).isNull()
+    return with_dead_letter_record(events).select(
+        F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY), DEAD_LETTER_KEY, DEAD_LETTER_VALUE)
 
 
-def dead_letter_frames(rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    for frame in rows:
-        yield pd.DataFrame({
-            "kind": KIND_DEAD_LETTER,
-            "key": frame[DEAD_LETTER_KEY].to_numpy(),
-            "count": pd.array([None] * len(frame), dtype="Int64"),
-            DEAD_LETTER_VALUE: frame[DEAD_LETTER_VALUE].to_numpy(),
-        })[_OUTPUT_COLUMNS]
+def count_changes(events: DataFrame, key_field: str, partitions: int, ttl_seconds: int = 0) -> Changes:
+    keyed = keyed_records(events, key_field)
+    if ttl_seconds > 0:
+        from .ttl_counting import count_with_ttl
+
+        return Changes(count_with_ttl(keyed, ttl_seconds), "append")
+    return Changes(_count_in_jvm(keyed, partitions), "update")
+
+
+def _count_in_jvm(keyed: DataFrame, partitions: int) -> DataFrame:
+    """Counts and dead letters from one read of the source: both branches start from the same
+    shuffle, which Spark then runs once (ReusedExchange in the plan) instead of reading and
+    parsing the batch twice. For that the two exchanges must be identical, hence the count of
+    a coalesce over every column (Spark would otherwise prune the dead-letter columns from the
+    count's side) and no filter before the split (Spark would push it under the shuffle).
+
+    The null key's row counts the dead letters so far; the output encoding drops it."""
+    shuffled = keyed.repartition(partitions, F.col(GROUP_KEY))
+    every_row = F.coalesce(*(F.col(c) for c in INPUT_COLUMNS))  # never null: counts each record
+    counts = shuffled.groupBy(GROUP_KEY).agg(F.count(every_row).alias("count")).select(
+        F.lit(KIND_COUNT).alias("kind"), F.col(GROUP_KEY).alias("key"), "count",
+        F.lit(None).cast("string").alias(DEAD_LETTER_VALUE))
+    dead_letters = shuffled.select(F.inline(_rows_where(
+        F.col(GROUP_KEY).isNull(),
+        F.lit(KIND_DEAD_LETTER).alias("kind"), F.col(DEAD_LETTER_KEY).alias("key"),
+        F.lit(None).cast("bigint").alias("count"), F.col(DEAD_LETTER_VALUE).alias(DEAD_LETTER_VALUE))))
+    return counts.unionByName(dead_letters)
+
+
+def _rows_where(condition: Column, *columns: Column) -> Column:
+    """A filter as a generator (one row or none per record), which Spark does not push down."""
+    return F.when(condition, F.array(F.struct(*columns)))

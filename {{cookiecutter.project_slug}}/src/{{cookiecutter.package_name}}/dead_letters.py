@@ -1,7 +1,8 @@
 """A dead letter's Kafka record, built in the JVM from the parsed event: the key is the source
 coordinates `topic/partition/offset`, the value a JSON object with the reason, the coordinates
-and the raw value in base64. Built before the stateful operator, so only two strings (null for
-good events) cross to Python with each record instead of five columns."""
+and the raw value in base64; the batch id is added as its last field when the batch is written
+(output_records.py). Built before the stateful operator, so only two strings (null for good
+events) travel with each record through the shuffle."""
 
 from __future__ import annotations
 
@@ -37,8 +38,3 @@ def _value() -> Column:
         F.base64(kept).alias("value_base64"),
         (F.octet_length(raw) > MAX_DEAD_LETTER_VALUE_BYTES).alias("value_truncated"),
     ))
-
-
-def with_batch_id(value: str, batch_id: int) -> str:
-    """The final value: the JVM-built JSON object with the batch id as its last field."""
-    return f'{value[:-1]}, "batch_id": {batch_id}}}'

@@ -3,32 +3,30 @@
     Kafka source → parse → filter → count by key (state) → Kafka sink (2PC)
                       └─ malformed records ───────────────→ dead-letter topic
 
-The source and the parse run in the JVM (Spark's Kafka connector, variant JSON parsing); only
-the count and the sink run Python.
+The source, the parse, the count (Spark's streaming aggregation) and the encoding of the output
+records run in the JVM; Python stages the records and runs the commit protocol (sink/).
+A state TTL swaps the count for a Python operator (counting.py).
 """
 
 from __future__ import annotations
-
-import json
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from .config import JobConfig
-from .counting import GROUP_KEY, INPUT_COLUMNS, OUTPUT_SCHEMA, CountProcessor
-from .dead_letters import with_dead_letter_record
+from .counting import Changes, count_changes
 from .kafka_client import java_client_options
+from .output_records import encode
 from .parsing import REASON, EventSchema, parse_records
 from .session import spark_session as new_session
-from .sink import SINK_NAME, KafkaSink
+from .sink import KafkaSink
+from .sink.coordinator import SinkSettings
 from .storage import resolve_location
 
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
-    spark = new_session(app_name, config.spark_master, config.shuffle_partitions)
-    spark.dataSource.register(KafkaSink)
-    return spark
+    return new_session(app_name, config.spark_master, config.shuffle_partitions)
 
 
 def event_schema(config: JobConfig) -> EventSchema:
@@ -59,34 +57,33 @@ def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
     return events.where(F.col(REASON).isNotNull() | F.expr(config.filter))
 
 
-def count_by_key(events: DataFrame, config: JobConfig) -> DataFrame:
-    keyed = with_dead_letter_record(events).withColumn(
-        GROUP_KEY, F.when(F.col(REASON).isNull(), F.col(config.key_field).cast("string")))
-    # Only what the processor reads crosses to Python: the key, or a dead letter's record.
-    return keyed.select(*INPUT_COLUMNS).groupBy(GROUP_KEY).transformWithStateInPandas(
-        statefulProcessor=CountProcessor(config.state_ttl_seconds),
-        outputStructType=OUTPUT_SCHEMA,
-        outputMode="Append",
-        timeMode="ProcessingTime" if config.state_ttl_seconds > 0 else "None",
+def count_by_key(events: DataFrame, config: JobConfig) -> Changes:
+    return count_changes(events, config.key_field, config.shuffle_partitions, config.state_ttl_seconds)
+
+
+def sink_settings(config: JobConfig) -> SinkSettings:
+    return SinkSettings(
+        bootstrap_servers=config.bootstrap_servers,
+        checkpoint=resolve_location(config.checkpoint_location),
+        sink_id=config.sink_id,
+        transactional_id_prefix=config.transactional_id_prefix,
+        marker_topic=config.marker_topic,
+        shards=config.commit_shards,
+        commit_timeout_seconds=config.commit_timeout_seconds,
+        staging_retention_batches=config.staging_retention_batches,
+        client=dict(config.kafka),
     )
 
 
-def write_counts(counts: DataFrame, config: JobConfig) -> DataStreamWriter:
+def write_changes(changes: Changes, config: JobConfig) -> DataStreamWriter:
+    def records(output: DataFrame, batch_id: int) -> DataFrame:
+        return encode(output, batch_id, config.output_topic, config.dead_letter_topic)
+
+    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, records)
     return (
-        counts.writeStream.format(SINK_NAME)
-        .outputMode("append")
+        changes.frame.writeStream.foreachBatch(sink)
+        .outputMode(changes.output_mode)
         .option("checkpointLocation", resolve_location(config.checkpoint_location))
-        .option("delivery.guarantee", config.delivery_guarantee)
-        .option("bootstrap.servers", config.bootstrap_servers)
-        .option("kafka.client.config", json.dumps(config.kafka))
-        .option("output.topic", config.output_topic)
-        .option("dead.letter.topic", config.dead_letter_topic)
-        .option("marker.topic", config.marker_topic)
-        .option("sink.id", config.sink_id)
-        .option("transactional.id.prefix", config.transactional_id_prefix)
-        .option("commit.shards", str(config.commit_shards))
-        .option("commit.timeout.seconds", str(config.commit_timeout_seconds))
-        .option("staging.retention.batches", str(config.staging_retention_batches))
         .trigger(processingTime=f"{config.trigger_interval_seconds} seconds")
         .queryName(config.sink_id)
     )
@@ -94,4 +91,4 @@ def write_counts(counts: DataFrame, config: JobConfig) -> DataStreamWriter:
 
 def build_query(spark: SparkSession, config: JobConfig) -> DataStreamWriter:
     events = parse(read_events(spark, config), config)
-    return write_counts(count_by_key(keep_matching(events, config), config), config)
+    return write_changes(count_by_key(keep_matching(events, config), config), config)

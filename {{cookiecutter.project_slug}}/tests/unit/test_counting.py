@@ -1,61 +1,47 @@
+"""The count and the output records, run by a local Spark on a batch of parsed events (no Kafka):
+what the streaming query computes per micro-batch."""
+
 from __future__ import annotations
 
-import pandas as pd
+import json
 
-from {{ cookiecutter.package_name }}.counting import KIND_COUNT, KIND_DEAD_LETTER, CountProcessor
+from {{ cookiecutter.package_name }}.counting import count_changes
+from {{ cookiecutter.package_name }}.output_records import encode
+from {{ cookiecutter.package_name }}.parsing import EventSchema, parse_records
 
-
-class FakeValueState:
-    def __init__(self) -> None:
-        self.value: tuple | None = None
-
-    def exists(self) -> bool:
-        return self.value is not None
-
-    def get(self) -> tuple | None:
-        return self.value
-
-    def update(self, value: tuple) -> None:
-        self.value = value
+SCHEMA = EventSchema(fields={"color": "string"}, key_field="color", max_record_bytes=1000)
+RECORDS_DDL = "topic STRING, partition INT, offset BIGINT, value BINARY"
+VALUES = [b'{"color": "red"}', b"oops", b'{"color": "blue"}', b'{"color": "red"}', b"[1]"]
 
 
-class FakeHandle:
-    def __init__(self) -> None:
-        self.states: dict[str, FakeValueState] = {}
-        self.ttls: dict[str, int | None] = {}
-
-    def getValueState(self, name: str, schema: str, ttl: int | None = None) -> FakeValueState:
-        self.ttls[name] = ttl
-        return self.states.setdefault(name, FakeValueState())
+def changes(spark):
+    records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(VALUES)], RECORDS_DDL)
+    return count_changes(parse_records(records, SCHEMA), "color", partitions=2)
 
 
-def frames(*sizes: int):
-    return iter(pd.DataFrame({"color": ["red"] * n}) for n in sizes)
+def test_counts_per_key_and_every_dead_letter(spark):
+    result = changes(spark)
+    assert result.output_mode == "update"
+    rows = [row.asDict() for row in result.frame.collect()]
+    counts = {r["key"]: r["count"] for r in rows if r["kind"] == "count"}
+    assert counts == {"red": 2, "blue": 1, None: 2}  # the null key counts the dead letters
+    assert sorted(r["key"] for r in rows if r["kind"] == "dead_letter") == ["events/0/1", "events/0/4"]
 
 
-def test_counts_accumulate_across_batches_and_only_the_key_is_emitted():
-    processor = CountProcessor()
-    handle = FakeHandle()
-    processor.init(handle)
-    first = pd.concat(processor.handleInputRows(("red",), frames(2, 3), None))
-    second = pd.concat(processor.handleInputRows(("red",), frames(4), None))
-    assert first[["kind", "key", "count"]].values.tolist() == [[KIND_COUNT, "red", 5]]
-    assert second["count"].tolist() == [9]
-    assert handle.ttls["count"] is None
+def test_the_batch_is_read_and_parsed_once(spark):
+    """Counts and dead letters share one shuffle; without the reuse Spark reads the source twice."""
+    plan = changes(spark).frame._jdf.queryExecution().executedPlan().toString()
+    assert "ReusedExchange" in plan, plan
 
 
-def test_ttl_is_passed_in_milliseconds():
-    handle = FakeHandle()
-    CountProcessor(ttl_seconds=60).init(handle)
-    assert handle.ttls["count"] == 60_000
-
-
-def test_dead_letters_pass_through_untouched():
-    processor = CountProcessor()
-    processor.init(FakeHandle())
-    dead = pd.DataFrame({"group_key": [None], "dead_letter_key": ["events/2/17"],
-                         "dead_letter_value": ['{"reason": "not JSON: x"}']})
-    out = pd.concat(processor.handleInputRows((None,), iter([dead]), None))
-    row = out.iloc[0]
-    assert (row["kind"], row["key"], row["dead_letter_value"]) == (
-        KIND_DEAD_LETTER, "events/2/17", '{"reason": "not JSON: x"}')
+def test_output_records_are_final_kafka_bytes(spark):
+    records = encode(changes(spark).frame, 7, "counts", "dead").collect()
+    by_topic: dict[str, list] = {}
+    for record in records:
+        by_topic.setdefault(record["topic"], []).append((bytes(record["key"]), json.loads(bytes(record["value"]))))
+    assert sorted(by_topic["counts"]) == [(b"blue", {"key": "blue", "count": 1, "batch_id": 7}),
+                                          (b"red", {"key": "red", "count": 2, "batch_id": 7})]
+    dead = dict(by_topic["dead"])
+    assert set(dead) == {b"events/0/1", b"events/0/4"}
+    assert dead[b"events/0/1"]["reason"].startswith("not JSON") and dead[b"events/0/1"]["batch_id"] == 7
+    assert list(dead[b"events/0/4"])[-1] == "batch_id" and dead[b"events/0/4"]["source_offset"] == 4

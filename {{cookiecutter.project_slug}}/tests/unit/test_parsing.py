@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -14,22 +13,13 @@ from {{ cookiecutter.package_name }}.dead_letters import (
     DEAD_LETTER_KEY,
     DEAD_LETTER_VALUE,
     MAX_DEAD_LETTER_VALUE_BYTES,
-    with_batch_id,
     with_dead_letter_record,
 )
 from {{ cookiecutter.package_name }}.parsing import REASON, EventSchema, parse_records
-from {{ cookiecutter.package_name }}.session import spark_session
 
 SCHEMA = EventSchema(fields={"color": "string", "size": "int", "weight": "float", "fresh": "bool"},
                      key_field="color", max_record_bytes=65536)
 RECORDS_DDL = "topic STRING, partition INT, offset BIGINT, value BINARY"
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = spark_session("test-parsing", "local[1]", shuffle_partitions=1)
-    yield session
-    session.stop()
 
 
 def parse(spark: SparkSession, *values: bytes | None, schema: EventSchema = SCHEMA) -> list[dict]:
@@ -129,9 +119,9 @@ def test_a_dead_letter_record_is_built_in_the_jvm(spark):
     rows = with_dead_letter_record(parse_records(records, schema)).orderBy("offset").collect()
     assert rows[0][DEAD_LETTER_KEY] is None and rows[0][DEAD_LETTER_VALUE] is None
     assert rows[1][DEAD_LETTER_KEY] == "events/3/42"
-    value = json.loads(with_batch_id(rows[1][DEAD_LETTER_VALUE], 9))
+    value = json.loads(rows[1][DEAD_LETTER_VALUE])
     assert value == {"reason": "not JSON: invalid UTF-8", "source_topic": "events", "source_partition": 3,
-                     "source_offset": 42, "value_base64": "/29vcHM=", "value_truncated": False, "batch_id": 9}
+                     "source_offset": 42, "value_base64": "/29vcHM=", "value_truncated": False}
     truncated = json.loads(rows[2][DEAD_LETTER_VALUE])
     assert truncated["value_truncated"] is True
     assert len(base64.b64decode(truncated["value_base64"])) == MAX_DEAD_LETTER_VALUE_BYTES

@@ -1,39 +1,24 @@
-"""The sink's pieces that need no Kafka: records, staging, the sink log, the verifier."""
+"""The sink's pieces that need no Kafka: staging, the sink log, the verifier."""
 
 from __future__ import annotations
-
-import json
 
 import pyarrow as pa
 import pytest
 
 from {{ cookiecutter.package_name }}.readback import Published
-from {{ cookiecutter.package_name }}.sink.records import output_records
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import StagedFileCorrupt, read_staged, stage
 from {{ cookiecutter.package_name }}.verify import verify
 
 
-def sink_rows() -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict({
-        "kind": ["count", "dead_letter"], "key": ["red", "events/1/9"], "count": [3, None],
-        "dead_letter_value": [None, '{"reason":"not JSON","source_offset":9,"value_base64":"b29wcw=="}'],
-    })
-
-
-def test_output_records_are_final_kafka_bytes():
-    table = output_records(sink_rows(), 7, "counts", "dead").to_pydict()
-    assert table["topic"] == ["counts", "dead"]
-    assert table["key"] == [b"red", b"events/1/9"]
-    assert json.loads(table["value"][0]) == {"key": "red", "count": 3, "batch_id": 7}
-    dead = json.loads(table["value"][1])
-    assert (dead["reason"], dead["source_offset"], dead["value_base64"]) == ("not JSON", 9, "b29wcw==")
-    assert dead["batch_id"] == 7
+def staged_rows() -> pa.Table:
+    return pa.Table.from_pydict({"topic": ["counts", "dead"], "key": [b"red", b"events/1/9"],
+                                 "value": [b'{"key":"red","count":3,"batch_id":7}', b'{"reason":"x"}']})
 
 
 def test_staged_files_round_trip_and_detect_corruption(tmp_path):
     checkpoint = str(tmp_path)
-    rows = output_records(sink_rows(), 7, "counts", "dead")
+    rows = staged_rows()
     staged = stage(checkpoint, "sink", 7, 1, 0, rows)
     assert staged.path == "sinks/sink/staging/7/1-0.arrow" and staged.rows == 2
     assert read_staged(checkpoint, staged).equals(rows)

@@ -5,9 +5,9 @@ of the others.
 
     python -m <package>.bench.stages --events 200000 --max-per-batch 50000 [--out stages.json]
 
-Variants: parse (source + JVM parse + filter, noop sink), count (+ transformWithStateInPandas,
-noop sink), full (+ the exactly-once sink: the job as it runs), jvm_count (source + parse +
-Spark's own groupBy count instead of the Python operator, noop sink). Uses
+Variants: parse (source + JVM parse + filter, noop sink), count (+ the count: Spark's
+aggregation and the dead letters, noop sink), full (+ the exactly-once sink: the job as it
+runs), ttl_count (the count with a state TTL: transformWithStateInPandas, noop sink). Uses
 KAFKA_BOOTSTRAP_SERVERS when set, else starts a broker (kafka_local.provide_kafka).
 """
 
@@ -21,12 +21,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
-VARIANTS = ("parse", "count", "full", "jvm_count")
+VARIANTS = ("parse", "count", "full", "ttl_count")
 
 
 def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdir: Path) -> list[dict]:
-    from pyspark.sql import functions as F
-
     from .. import job
     from ..config import load_config
 
@@ -36,18 +34,18 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
         "dead_letter_topic": f"{topic}-dead", "marker_topic": f"{topic}-markers", "sink_id": f"stages-{suffix}",
         "checkpoint_location": str(workdir / f"checkpoint-{variant}-{suffix}"), "shuffle_partitions": "2",
         "max_offsets_per_trigger": str(max_per_batch),
+        "state_ttl_seconds": "3600" if variant == "ttl_count" else "0",
     }, environ={})
     spark = job.spark_session(config, app_name=f"stages-{variant}")
     try:
         events = job.keep_matching(job.parse(job.read_events(spark, config), config), config)
         if variant == "parse":
             writer = events.writeStream.format("noop")
-        elif variant == "count":
-            writer = job.count_by_key(events, config).writeStream.format("noop")
-        elif variant == "jvm_count":
-            writer = events.groupBy(F.col(config.key_field)).count().writeStream.format("noop").outputMode("update")
+        elif variant in ("count", "ttl_count"):
+            changes = job.count_by_key(events, config)
+            writer = changes.frame.writeStream.format("noop").outputMode(changes.output_mode)
         else:
-            writer = job.write_counts(job.count_by_key(events, config), config)
+            writer = job.write_changes(job.count_by_key(events, config), config)
         query = (writer.option("checkpointLocation", config.checkpoint_location)
                  .trigger(availableNow=True).start())
         query.awaitTermination()

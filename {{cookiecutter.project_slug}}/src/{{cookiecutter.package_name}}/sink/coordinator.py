@@ -1,7 +1,7 @@
 """Phase 2 (commit), on the driver: publish a batch that every sink task has staged.
 
-Spark calls `commit(messages, N)` only after every task of batch N succeeded, so the state
-store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
+The sink calls `commit_batch(messages, N)` only after every task of batch N staged its part,
+so the state store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
 on batch N must become visible exactly once, whatever crashes.
 
     Step 1. Recovery: if the sink log says N is committed, or every shard's batch marker
@@ -34,6 +34,7 @@ from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from .stage import StagedFile, read_staged, sink_dir, staging_dir
 
 LOG_ENTRIES_KEPT = 100
+PRODUCE_CHUNK_ROWS = 65_536
 # The Java client's partitioner: a key lands where Kafka Streams and Java producers put it (so
 # consumers co-partition), and an empty key is hashed like any other instead of spread at random.
 PARTITIONER = "murmur2_random"
@@ -168,9 +169,11 @@ def publish(settings: SinkSettings, shard: CommitShard, staged: list[StagedFile]
         headers = [("batch_id", str(batch_id).encode())]
         for message in staged:
             table = read_staged(settings.checkpoint, message)
-            topics, keys, values = (table.column(name).to_pylist() for name in ("topic", "key", "value"))
-            for topic, key, value in zip(topics, keys, values, strict=True):
-                _produce(producer, topic, key, value, headers)
+            # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
+            for chunk in table.to_batches(max_chunksize=PRODUCE_CHUNK_ROWS):
+                topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
+                for topic, key, value in zip(topics, keys, values, strict=True):
+                    _produce(producer, topic, key, value, headers)
             records += table.num_rows
         _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
                  marker_value(settings.sink_id, shard.shard, batch_id, records), headers)

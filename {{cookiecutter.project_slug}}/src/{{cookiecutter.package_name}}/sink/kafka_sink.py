@@ -1,98 +1,93 @@
-"""The Kafka sink as a Spark data source: `delivery.guarantee` chooses the protocol.
+"""The Kafka sink, called by Spark once per micro-batch (`foreachBatch`) with the batch's
+records (`topic STRING, key BINARY, value BINARY`); `delivery.guarantee` chooses the protocol.
 
-- exactly-once: phase 1 stages each task's records under the checkpoint (stage.py); phase 2
-  publishes them in one Kafka transaction from the driver (coordinator.py).
+- exactly-once: phase 1 stages each task's records under the checkpoint (stage.py), in the
+  batch's one execution; phase 2 publishes them in one Kafka transaction per shard from the
+  driver (coordinator.py). Spark writes the batch's `commits/N` only after this returns.
 - at-least-once: each task produces straight to Kafka; a batch that Spark re-runs after a
   crash is published again (what Spark's built-in Kafka sink does).
+
+Why foreachBatch and not a Python data source writer (DESIGN §4 maps the phases onto its
+`write()` and `commit()`): Spark 4.2 refuses Update mode for Python data sources, and Update
+mode is what Spark's own aggregation needs to emit only the changed keys. The phases and their
+guarantees are the same: tasks stage, the driver commits after every task succeeded and before
+the batch's commit log entry.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql import DataFrame
 
 from ..kafka_client import librdkafka_config
 from . import faults
 from .coordinator import PARTITIONER, SinkSettings, commit_batch
-from .records import output_records
 from .stage import STAGED_SCHEMA, StagedFile, stage
 
-SINK_NAME = "kafka_eos_sink"
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
+_MESSAGE_SCHEMA = "path STRING, rows BIGINT, sha256 STRING"
+
+# Builds a batch's Kafka records from the query's output, given the batch id.
+Encoder = Callable[[DataFrame, int], DataFrame]
+# A task's function for mapInArrow: its rows in, one summary row out.
+TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
-@dataclass(frozen=True)
-class Published(WriterCommitMessage):
-    """The at-least-once commit message: records already in Kafka."""
+class KafkaSink:
+    """A `foreachBatch` function. Everything is derived from the settings and the batch id,
+    so a batch that Spark runs again after a crash stages and publishes the same records."""
 
-    rows: int
+    def __init__(self, settings: SinkSettings, guarantee: str, encode: Encoder) -> None:
+        self.settings = settings
+        self.guarantee = guarantee
+        self.encode = encode
 
-
-class KafkaSink(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return SINK_NAME
-
-    def streamWriter(self, schema, overwrite: bool) -> KafkaStreamWriter:
-        return KafkaStreamWriter(dict(self.options))
-
-
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """Spark builds a new writer for every batch and for every commit: everything here is
-    derived from the options, the batch id and the partition id, never from random values."""
-
-    def __init__(self, options: dict[str, str]) -> None:
-        self.guarantee = options["delivery.guarantee"]
-        self.output_topic = options["output.topic"]
-        self.dead_letter_topic = options["dead.letter.topic"]
-        self.settings = SinkSettings(
-            bootstrap_servers=options["bootstrap.servers"],
-            checkpoint=options["checkpointlocation"],
-            sink_id=options["sink.id"],
-            transactional_id_prefix=options["transactional.id.prefix"],
-            marker_topic=options["marker.topic"],
-            shards=int(options.get("commit.shards", "1")),
-            commit_timeout_seconds=float(options.get("commit.timeout.seconds", "60")),
-            staging_retention_batches=int(options.get("staging.retention.batches", "2")),
-            client=json.loads(options.get("kafka.client.config", "{}")),
-        )
-
-    # Phase 1, on executors.
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        context = TaskContext.get()
-        batch_id = int(context.getLocalProperty("streaming.sql.batchId"))
-        tables = [output_records(b, batch_id, self.output_topic, self.dead_letter_topic) for b in iterator]
-        rows = pa.concat_tables(tables) if tables else STAGED_SCHEMA.empty_table()
-        message: WriterCommitMessage
-        if self.guarantee == "at-least-once":
-            message = Published(rows=_produce_now(self.settings.bootstrap_servers, self.settings.client, rows))
-        elif rows.num_rows == 0:
-            message = StagedFile(path="", rows=0, sha256="")
-        else:
-            message = stage(self.settings.checkpoint, self.settings.sink_id, batch_id,
-                            context.partitionId(), context.attemptNumber(), rows)
-        faults.maybe_crash(faults.SINK_TASK, batch_id)
-        return message
-
-    # Phase 2, on the driver, once every task of the batch succeeded.
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if self.guarantee == "at-least-once":
+    def __call__(self, output: DataFrame, batch_id: int) -> None:
+        records = self.encode(output, batch_id)
+        if self.guarantee == AT_LEAST_ONCE:
+            records.mapInArrow(_produce_task(self.settings, batch_id), "rows BIGINT").collect()
             # Records are already visible; a crash here makes Spark re-run (and re-publish) the batch.
             for point in faults.POINTS[1:]:
-                faults.maybe_crash(point, batchId)
+                faults.maybe_crash(point, batch_id)
             return
-        commit_batch(self.settings, [m for m in messages if isinstance(m, StagedFile)], batchId)
+        # Phase 1, on executors: the batch's one execution, every task stages its records.
+        rows = records.mapInArrow(_stage_task(self.settings, batch_id), _MESSAGE_SCHEMA).collect()
+        # Phase 2, on the driver, once every task of the batch succeeded.
+        commit_batch(self.settings, [StagedFile(path=r.path, rows=r.rows, sha256=r.sha256) for r in rows], batch_id)
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Best effort and never called on a crash: staged files of a failed batch are simply
-        not named by any commit message, and are removed with the batch's staging directory."""
+
+def _stage_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
+    checkpoint, sink_id = settings.checkpoint, settings.sink_id
+
+    def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        received = list(batches)
+        rows = pa.Table.from_batches(received) if received else STAGED_SCHEMA.empty_table()
+        message = StagedFile(path="", rows=0, sha256="")
+        if rows.num_rows:
+            message = stage(checkpoint, sink_id, batch_id, context.partitionId(), context.attemptNumber(), rows)
+        faults.maybe_crash(faults.SINK_TASK, batch_id)
+        yield pa.RecordBatch.from_pydict({"path": [message.path], "rows": [message.rows], "sha256": [message.sha256]})
+
+    return stage_partition
 
 
-def _produce_now(bootstrap_servers: str, client: Mapping[str, str], rows: pa.Table) -> int:
+def _produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
+    bootstrap_servers, client = settings.bootstrap_servers, settings.client
+
+    def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = _produce_now(bootstrap_servers, client, batches)
+        faults.maybe_crash(faults.SINK_TASK, batch_id)
+        yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+    return produce_partition
+
+
+def _produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> int:
     from confluent_kafka import Producer
 
     producer = Producer(librdkafka_config(bootstrap_servers, client, {
@@ -104,14 +99,17 @@ def _produce_now(bootstrap_servers: str, client: Mapping[str, str], rows: pa.Tab
         if error is not None:
             errors.append(str(error))
 
-    for topic, key, value in zip(*(rows.column(c).to_pylist() for c in ("topic", "key", "value")), strict=True):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+    rows = 0
+    for batch in batches:
+        for topic, key, value in zip(*(batch.column(c).to_pylist() for c in ("topic", "key", "value")), strict=True):
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        rows += batch.num_rows
     remaining = producer.flush(120)
     if remaining or errors:
         raise RuntimeError(f"at-least-once sink: {remaining} records undelivered, errors: {errors[:3]}")
-    return rows.num_rows
+    return rows

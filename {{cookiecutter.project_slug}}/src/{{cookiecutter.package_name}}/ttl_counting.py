@@ -1,0 +1,67 @@
+"""Count by key with a state TTL: a transformWithStateInPandas processor that keeps one count
+per key in the RocksDB state store, forgets a key idle for `state_ttl_seconds`, and emits only
+the keys whose count changed in the batch. Chosen by counting.py when a TTL is set.
+
+Dead letters travel through the same operator (grouped under the null key) so that they
+reach the sink in the same batch, and so in the same Kafka transaction, as the counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
+
+from .counting import CHANGES_SCHEMA, GROUP_KEY, INPUT_COLUMNS, KIND_COUNT, KIND_DEAD_LETTER
+from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
+
+_OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
+
+
+def count_with_ttl(keyed: DataFrame, ttl_seconds: int) -> DataFrame:
+    """Changes (counting.CHANGES_SCHEMA) from records (counting.INPUT_COLUMNS)."""
+    return keyed.select(*INPUT_COLUMNS).groupBy(GROUP_KEY).transformWithStateInPandas(
+        statefulProcessor=CountProcessor(ttl_seconds),
+        outputStructType=CHANGES_SCHEMA,
+        outputMode="Append",
+        timeMode="ProcessingTime",
+    )
+
+
+class CountProcessor(StatefulProcessor):
+    def __init__(self, ttl_seconds: int = 0) -> None:
+        self.ttl_ms = ttl_seconds * 1000 if ttl_seconds > 0 else None
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        # With a TTL, a key idle for that long starts again from zero.
+        self.count = handle.getValueState("count", "count BIGINT", self.ttl_ms)
+
+    def handleInputRows(
+        self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        (group_key,) = key
+        if group_key is None:
+            yield from dead_letter_frames(rows)
+            return
+        previous = self.count.get()[0] if self.count.exists() else 0
+        total = previous + sum(len(frame) for frame in rows)
+        self.count.update((total,))
+        yield count_frame(group_key, total)
+
+    def close(self) -> None:
+        pass
+
+
+def count_frame(key: str, count: int) -> pd.DataFrame:
+    return pd.DataFrame({"kind": [KIND_COUNT], "key": [key], "count": [count], DEAD_LETTER_VALUE: [None]})
+
+
+def dead_letter_frames(rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for frame in rows:
+        yield pd.DataFrame({
+            "kind": KIND_DEAD_LETTER,
+            "key": frame[DEAD_LETTER_KEY].to_numpy(),
+            "count": pd.array([None] * len(frame), dtype="Int64"),
+            DEAD_LETTER_VALUE: frame[DEAD_LETTER_VALUE].to_numpy(),
+        })[_OUTPUT_COLUMNS]
