@@ -37,6 +37,20 @@ def test_counts_over_several_partitions_are_exact(job):
     assert "input lag per partition" in status.stdout and "(total 0)" in status.stdout
 
 
+def test_a_state_ttl_counts_through_the_python_operator(job):
+    """state_ttl_seconds > 0 swaps Spark's aggregation for transformWithStateInPandas (counting.py):
+    the same counts and dead letters, through the same sink. The TTL is longer than the run, so
+    no key expires and the counts are exact."""
+    sample = produce_sample(job, count=1500, seed=5, partitions=2)
+    result = job.run(max_offsets_per_trigger="600", state_ttl_seconds="3600")
+    assert result.returncode == 0, result.stdout
+    published = job.published()
+    counts, malformed = merged(sample)
+    verdict = verify(published, counts, malformed)
+    assert verdict.exactly_once, verdict.problems
+    assert published.final_counts() == counts
+
+
 def test_restart_resumes_from_the_checkpoint_without_rereading(job):
     first = produce_sample(job, count=1500, seed=21, partitions=4)
     assert job.run().returncode == 0

@@ -95,9 +95,26 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
     runs = results.get("scaling") or []
     if not runs:
         return []
-    rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"), r.get("error") or ""] for r in runs]
+    eps = {(r["dimension"], r["value"], r["contender"]): r.get("eps") for r in runs}
+    smallest = {d: min(r["value"] for r in runs if r["dimension"] == d) for d in {r["dimension"] for r in runs}}
+
+    def ratio(numerator: float | None, denominator: float | None) -> float | None:
+        return round(numerator / denominator, 3) if numerator and denominator else None
+
+    rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"),
+             ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka"))),
+             ratio(r.get("eps"), eps.get((r["dimension"], smallest[r["dimension"]], r["contender"]))),
+             *_memory(r.get("peak_memory_mb")), r.get("error") or ""] for r in runs]
     return ["", "## Scaling (throughput draining the backlog)", "",
-            *_table(["dimension", "value", "contender", "events/s", "error"], rows)]
+            "× spark_kafka: against Spark's built-in contender at the same value; × smallest: against the "
+            "same contender at the dimension's smallest value.", "",
+            *_table(["dimension", "value", "contender", "events/s", "× spark_kafka", "× smallest",
+                     "peak driver MB (python+JVM)", "python workers MB", "error"], rows)]
+
+
+def _memory(peak: dict[str, float] | None) -> list[float | None]:
+    peak = peak or {}
+    return [peak.get("driver_total"), peak.get("python_workers")]
 
 
 def caught_up_table(results: dict[str, Any]) -> list[str]:
@@ -192,5 +209,21 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
         figure.tight_layout()
         figure.savefig(out / "eos-phases.png", dpi=110)
         written.append("eos-phases.png")
+    scaling = [r for r in results.get("scaling") or [] if r["dimension"] == "keys per batch"]
+    if scaling:
+        figure, axis = plt.subplots(figsize=(7, 3.5))
+        for name in [n for n in CONTENDERS if any(r["contender"] == n for r in scaling)]:
+            points = sorted((r["value"], r["eps"]) for r in scaling if r["contender"] == name and r.get("eps"))
+            if points:
+                axis.plot(*zip(*points, strict=True), marker="o", label=name)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("distinct keys in the batch (log)")
+        axis.set_ylabel("events/s (log)")
+        axis.set_title("Throughput against distinct keys")
+        axis.legend()
+        figure.tight_layout()
+        figure.savefig(out / "scaling-keys.png", dpi=110)
+        written.append("scaling-keys.png")
     plt.close("all")
     return written

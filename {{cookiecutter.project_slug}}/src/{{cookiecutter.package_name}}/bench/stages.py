@@ -7,7 +7,7 @@ of the others.
 
 Variants: parse (source + JVM parse + filter, noop sink), count (+ the count: Spark's
 aggregation and the dead letters, noop sink), full (+ the exactly-once sink: the job as it
-runs), ttl_count (the count with a state TTL: transformWithStateInPandas, noop sink). Uses
+runs). Uses
 KAFKA_BOOTSTRAP_SERVERS when set, else starts a broker (kafka_local.provide_kafka).
 """
 
@@ -21,7 +21,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-VARIANTS = ("parse", "count", "full", "ttl_count")
+VARIANTS = ("parse", "count", "full")
 
 
 def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdir: Path) -> list[dict]:
@@ -34,14 +34,13 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
         "dead_letter_topic": f"{topic}-dead", "marker_topic": f"{topic}-markers", "sink_id": f"stages-{suffix}",
         "checkpoint_location": str(workdir / f"checkpoint-{variant}-{suffix}"), "shuffle_partitions": "2",
         "max_offsets_per_trigger": str(max_per_batch),
-        "state_ttl_seconds": "3600" if variant == "ttl_count" else "0",
     }, environ={})
     spark = job.spark_session(config, app_name=f"stages-{variant}")
     try:
         events = job.keep_matching(job.parse(job.read_events(spark, config), config), config)
         if variant == "parse":
             writer = events.writeStream.format("noop")
-        elif variant in ("count", "ttl_count"):
+        elif variant == "count":
             changes = job.count_by_key(events, config)
             writer = changes.frame.writeStream.format("noop").outputMode(changes.output_mode)
         else:
