@@ -28,17 +28,21 @@ def machine() -> str:
 def main(run_dir: str) -> None:
     source = Path(run_dir)
     KEPT.mkdir(parents=True, exist_ok=True)
-    for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png"):
+    for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png",
+                 "scaling-keys.png"):
         if (source / name).exists():
             shutil.copy(source / name, KEPT / name)
     table = (KEPT / "bench-results.md").read_text().split("\n", 1)[1].strip()  # without its own title
     summary = json.loads((KEPT / "bench-results.json").read_text()).get("summary_line", "")
     section = "\n".join([
         START,
-        f"Measured on {machine()}, with `make bench` (the default profile). Raw results, plots and",
+        f"Measured on {machine()}, with `make bench` (the default profile"
+        + (", with `--scaling`" if (KEPT / "scaling-keys.png").exists() and (source / "scaling-keys.png").exists()
+           else "") + "). Raw results, plots and",
         "JSON are in `.ci/bench-results/`; this section is rewritten by `.ci/publish_bench.py`.",
         "",
         "![throughput](.ci/bench-results/throughput.png)",
+        *(["", "![scaling](.ci/bench-results/scaling-keys.png)"] if (source / "scaling-keys.png").exists() else []),
         "",
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",

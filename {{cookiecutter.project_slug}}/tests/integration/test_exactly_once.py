@@ -6,12 +6,16 @@ that the check can fail."""
 
 from __future__ import annotations
 
+import json
+import random
 import signal
 
 import pytest
 from harness import merged, produce_sample
 
+from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.readback import read_published
+from {{ cookiecutter.package_name }}.sample import produce
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.verify import verify
 
@@ -55,6 +59,32 @@ def test_the_same_crash_duplicates_with_the_at_least_once_sink(job, fault):
     verdict, _ = crash_and_recover(job, fault)
     assert verdict.duplicated > 0, "the at-least-once sink published no duplicate: the check has no teeth"
     assert not verdict.exactly_once
+
+
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job, guarantee):
+    """State at scale: 100,000 distinct keys, each twice, in batches of 60,000 records; the job
+    is killed after batch 1's Kafka commit, before Spark's commit. Exactly-once: the re-run
+    publishes nothing, every key's last count is 2 and no count appears twice. At-least-once:
+    the re-run publishes batch 1 again, which the same check sees."""
+    job.guarantee = guarantee
+    keys = [f"user-{i}" for i in range(100_000)]
+    values = [json.dumps({JobConfig().key_field: key}).encode() for key in keys * 2]
+    random.Random(100).shuffle(values)
+    produce(job.bootstrap_servers, job.input_topic, values, partitions=4)
+    options = {"max_offsets_per_trigger": "60000", "filter": "true"}
+
+    crashed = job.run(fault=faults.AFTER_KAFKA_COMMIT, fault_batch=FAULT_BATCH, **options)
+    assert crashed.returncode == -signal.SIGKILL, f"the fault did not kill the job:\n{crashed.stdout[-3000:]}"
+    recovered = job.run(**options)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+
+    verdict = verify(job.published(), dict.fromkeys(keys, 2), [])
+    if guarantee == "exactly-once":
+        assert verdict.exactly_once, verdict.problems
+        assert (verdict.lost, verdict.duplicated) == (0, 0)
+    else:
+        assert verdict.duplicated > 10_000 and not verdict.exactly_once
 
 
 def test_published_output_reads_back_through_read_committed_only(job):

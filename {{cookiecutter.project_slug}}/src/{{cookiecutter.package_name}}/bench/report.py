@@ -102,8 +102,8 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
         return round(numerator / denominator, 3) if numerator and denominator else None
 
     rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"),
-             ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka"))),
-             ratio(r.get("eps"), eps.get((r["dimension"], smallest[r["dimension"]], r["contender"]))),
+             _cell(ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka"))), 2),
+             _cell(ratio(r.get("eps"), eps.get((r["dimension"], smallest[r["dimension"]], r["contender"]))), 2),
              *_memory(r.get("peak_memory_mb")), r.get("error") or ""] for r in runs]
     return ["", "## Scaling (throughput draining the backlog)", "",
             "× spark_kafka: against Spark's built-in contender at the same value; × smallest: against the "
