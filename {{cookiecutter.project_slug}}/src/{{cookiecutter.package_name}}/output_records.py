@@ -11,8 +11,6 @@ from pyspark.sql import functions as F
 from .counting import KIND_COUNT
 from .dead_letters import DEAD_LETTER_VALUE
 
-RECORD_COLUMNS = ("topic", "key", "value")
-
 
 def encode(changes: DataFrame, batch_id: int, output_topic: str, dead_letter_topic: str) -> DataFrame:
     """Changes (counting.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`."""

@@ -10,21 +10,27 @@ import sys
 import pytest
 from harness import merged, produce_sample
 
+from {{ cookiecutter.package_name }}.readback import Published
 from {{ cookiecutter.package_name }}.verify import verify
 
 pytestmark = pytest.mark.integration
 
 
-def test_counts_over_several_partitions_are_exact(job):
-    sample = produce_sample(job, count=4000, seed=11, partitions=4)
-    result = job.run(max_offsets_per_trigger="1500")  # at least three batches
+def run_and_check_exact(job, sample, **options: str) -> Published:
+    """Run the job to the end of its input; what it published must match the input exactly."""
+    result = job.run(**options)
     assert result.returncode == 0, result.stdout
-
     published = job.published()
     counts, malformed = merged(sample)
     verdict = verify(published, counts, malformed)
     assert verdict.exactly_once, verdict.problems
     assert published.final_counts() == counts
+    return published
+
+
+def test_counts_over_several_partitions_are_exact(job):
+    sample = produce_sample(job, count=4000, seed=11, partitions=4)
+    published = run_and_check_exact(job, sample, max_offsets_per_trigger="1500")  # at least three batches
     assert "orange" not in published.final_counts()  # the default filter
     batches = {batch for history in published.counts.values() for batch, _ in history}
     assert len(batches) >= 3
@@ -42,13 +48,7 @@ def test_a_state_ttl_counts_through_the_python_operator(job):
     the same counts and dead letters, through the same sink. The TTL is longer than the run, so
     no key expires and the counts are exact."""
     sample = produce_sample(job, count=1500, seed=5, partitions=2)
-    result = job.run(max_offsets_per_trigger="600", state_ttl_seconds="3600")
-    assert result.returncode == 0, result.stdout
-    published = job.published()
-    counts, malformed = merged(sample)
-    verdict = verify(published, counts, malformed)
-    assert verdict.exactly_once, verdict.problems
-    assert published.final_counts() == counts
+    run_and_check_exact(job, sample, max_offsets_per_trigger="600", state_ttl_seconds="3600")
 
 
 def test_restart_resumes_from_the_checkpoint_without_rereading(job):

@@ -1,3 +1,3 @@
-from .kafka_sink import AT_LEAST_ONCE, EXACTLY_ONCE, KafkaSink
+from .kafka_sink import AT_LEAST_ONCE, KafkaSink
 
-__all__ = ["AT_LEAST_ONCE", "EXACTLY_ONCE", "KafkaSink"]
+__all__ = ["AT_LEAST_ONCE", "KafkaSink"]

@@ -27,7 +27,6 @@ from . import faults
 from .coordinator import PARTITIONER, SinkSettings, commit_batch
 from .stage import STAGED_SCHEMA, StagedFile, stage
 
-EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"
 _MESSAGE_SCHEMA = "path STRING, rows BIGINT, sha256 STRING"
 
