@@ -1,7 +1,9 @@
-"""The job's output as Kafka records, built in the JVM once the batch id is known: a count
-becomes `{"key": ..., "count": ..., "batch_id": N}` on the output topic, keyed by its key; a
-dead letter gets the batch id as the last field of its JSON value (dead_letters.py) and goes to
-the dead-letter topic, keyed by its source coordinates. The sink only stages and produces bytes."""
+"""The job's output as Kafka records, built in the JVM as part of the streaming query: a count
+becomes `{"key": ..., "count": ...}` on the output topic, keyed by its key; a dead letter keeps
+its JSON value (dead_letters.py) and goes to the dead-letter topic, keyed by its source
+coordinates. Once the batch is known, `for_batch` makes the value's last field `"batch_id": N`
+with one SQL expression, so a batch costs one small plan on the driver, not an encoding. The
+sink only stages and produces bytes."""
 
 from __future__ import annotations
 
@@ -12,19 +14,26 @@ from .counting import KIND_COUNT
 from .dead_letters import DEAD_LETTER_VALUE
 
 
-def encode(changes: DataFrame, batch_id: int, output_topic: str, dead_letter_topic: str) -> DataFrame:
-    """Changes (counting.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`."""
+def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> DataFrame:
+    """Changes (counting.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value a
+    JSON object without the batch id. The dead letters' own count row (counting.py) keeps its
+    null key here (filtering it in the streaming plan would push the filter under the shared
+    shuffle); `for_batch` drops it."""
     is_count = F.col("kind") == KIND_COUNT
-    batch = F.lit(batch_id).cast("bigint")
-    count_value = F.to_json(F.struct(F.col("key"), F.col("count"), batch.alias("batch_id")))
-    dead_letter_value = F.regexp_replace(
-        F.col(DEAD_LETTER_VALUE), r"\}$", F.concat(F.lit(',"batch_id":'), batch.cast("string"), F.lit("}")))
+    count_value = F.to_json(F.struct(F.col("key"), F.col("count")))
+    return changes.select(
+        F.when(is_count, F.lit(output_topic)).otherwise(F.lit(dead_letter_topic)).alias("topic"),
+        F.col("key").cast("binary").alias("key"),
+        F.when(is_count, count_value).otherwise(F.col(DEAD_LETTER_VALUE)).cast("binary").alias("value"),
+    )
+
+
+def for_batch(records: DataFrame, batch_id: int, partitions: int) -> DataFrame:
+    """Batch N's final records: `"batch_id": N` as the value's last field; at most `partitions`
+    partitions (the union of counts and dead letters has twice the shuffle's), so as many sink tasks."""
+    closing = f',"batch_id":{int(batch_id)}}}'.encode().hex()
     return (
-        # The dead letters' own count row (counting.py) has no key and is not output.
-        changes.where(~is_count | F.col("key").isNotNull())
-        .select(
-            F.when(is_count, F.lit(output_topic)).otherwise(F.lit(dead_letter_topic)).alias("topic"),
-            F.col("key").cast("binary").alias("key"),
-            F.when(is_count, count_value).otherwise(dead_letter_value).cast("binary").alias("value"),
-        )
+        records.where("key IS NOT NULL")
+        .selectExpr("topic", "key", f"concat(substring(value, 1, length(value) - 1), X'{closing}') AS value")
+        .coalesce(partitions)
     )

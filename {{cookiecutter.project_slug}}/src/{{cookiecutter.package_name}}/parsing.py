@@ -36,21 +36,26 @@ class EventSchema:
 
 
 def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
-    """Kafka records (Spark's Kafka source columns) to parsed events with a dead-letter reason."""
+    """Kafka records (Spark's Kafka source columns) to parsed events with a dead-letter reason.
+
+    Three projections, each expensive value computed once and then referenced: the document,
+    each field's variant, the reason. Spark keeps a projection apart when merging it would copy
+    a costly expression into several places (CollapseProject), so the plan stays small (it is
+    optimised again for every batch) and each record pays for one extraction per field."""
     document = "_document"
+    field_columns = {name: f"_field_{i}" for i, name in enumerate(schema.fields)}
     parsed = records.select(
         "value", "topic", "partition", "offset",
         F.when(F.col("value").isNotNull(), F.try_parse_json(F.col("value").cast("string"))).alias(document),
     )
-    doc = F.col(document)
-    reason = dead_letter_reason(F.col("value"), doc, schema)
-    good = reason.isNull()
-    columns = [
-        F.when(good, _typed(_field(doc, name), kind)).alias(name) for name, kind in schema.fields.items()
-    ]
-    return parsed.select(
-        *columns,
-        reason.alias(REASON),
+    with_fields = parsed.select(
+        "*", *[_field(F.col(document), name).alias(column) for name, column in field_columns.items()])
+    fields = {name: F.col(column) for name, column in field_columns.items()}
+    checked = with_fields.select("*", dead_letter_reason(F.col("value"), F.col(document), fields, schema).alias(REASON))
+    good = F.col(REASON).isNull()
+    return checked.select(
+        *[F.when(good, _typed(fields[name], kind)).alias(name) for name, kind in schema.fields.items()],
+        REASON,
         "topic",
         F.col("partition").cast("int").alias("partition"),
         "offset",
@@ -58,9 +63,10 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
     )
 
 
-def dead_letter_reason(value: Column, doc: Column, schema: EventSchema) -> Column:
-    """The first problem of a record, as text; null for a good event. CASE evaluates its
-    branches in order and lazily, so the costly checks run only on records that got that far."""
+def dead_letter_reason(value: Column, doc: Column, fields: dict[str, Column], schema: EventSchema) -> Column:
+    """The first problem of a record, as text; null for a good event. `fields` holds each
+    schema field's variant (`_field`). CASE evaluates its branches in order and lazily, so the
+    costly checks run only on records that got that far."""
     size = F.octet_length(value)
     text = value.cast("string")
     reason = (
@@ -76,7 +82,7 @@ def dead_letter_reason(value: Column, doc: Column, schema: EventSchema) -> Colum
         .when(~F.regexp_like(text, F.lit(r"\}[ \t\r\n]*$")), F.lit("not JSON: content after the object"))
     )
     for name, kind in schema.fields.items():
-        field = _field(doc, name)
+        field = fields[name]
         missing = field.isNull() | F.is_variant_null(field)
         if name == schema.key_field:
             reason = reason.when(missing, F.lit(f"missing key field {name!r}"))
@@ -100,7 +106,6 @@ def _path(name: str) -> str:
 
 
 def _typed(field: Column, kind: str) -> Column:
-    # The same field expression as dead_letter_reason's, so Spark extracts it once per record;
     # try_: a JSON null gives SQL null; the type itself was checked by dead_letter_reason.
     return F.try_variant_get(field, "$", _SPARK_TYPES[kind])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from {{ cookiecutter.package_name }}.counting import count_changes
-from {{ cookiecutter.package_name }}.output_records import encode
+from {{ cookiecutter.package_name }}.output_records import encode, for_batch
 from {{ cookiecutter.package_name }}.parsing import EventSchema, parse_records
 
 SCHEMA = EventSchema(fields={"color": "string"}, key_field="color", max_record_bytes=1000)
@@ -34,8 +34,14 @@ def test_the_batch_is_read_and_parsed_once(spark):
     assert "ReusedExchange" in plan, plan
 
 
+def test_the_streaming_encoding_keeps_the_shared_shuffle(spark):
+    """The encoding runs in the streaming query; nothing in it may split the shared shuffle."""
+    plan = encode(changes(spark).frame, "counts", "dead")._jdf.queryExecution().executedPlan().toString()
+    assert "ReusedExchange" in plan, plan
+
+
 def test_output_records_are_final_kafka_bytes(spark):
-    records = encode(changes(spark).frame, 7, "counts", "dead").collect()
+    records = for_batch(encode(changes(spark).frame, "counts", "dead"), 7, partitions=2).collect()
     by_topic: dict[str, list] = {}
     for record in records:
         by_topic.setdefault(record["topic"], []).append((bytes(record["key"]), json.loads(bytes(record["value"]))))

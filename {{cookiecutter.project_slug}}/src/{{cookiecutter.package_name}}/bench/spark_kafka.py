@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
+    from ..job import FETCH_MAX_WAIT_MS
     from ..runner import StopRequested, stop_at_batch_boundary
     from ..session import spark_session
 
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(args.max_per_trigger))
         .option("kafka.isolation.level", "read_committed")
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # the job's source setting: like for like
         .load()
         .select(F.from_json(F.col("value").cast("string"), f"`{key}` STRING").alias("event"))
         .select(F.col(f"event.`{key}`").alias(key))
