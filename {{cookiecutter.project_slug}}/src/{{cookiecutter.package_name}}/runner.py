@@ -17,12 +17,19 @@ from pyspark.sql.streaming import StreamingQuery
 from . import preflight
 from .config import JobConfig
 from .job import build_query
+from .sink.coordinator import ProducerFenced
 
 log = logging.getLogger(__name__)
 
 
 class GaveUp(RuntimeError):
     """The restart strategy allows no more restarts."""
+
+
+class Fenced(GaveUp):
+    """Another job (or a newer instance of this one) took over the sink's transactional ids.
+    Restarting would fence it in turn, and the two would take the sink from each other for as
+    long as both run: this job stops instead, whatever the restart strategy."""
 
 
 @dataclass
@@ -121,10 +128,23 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
             if _supervise(query, stop, until_idle_batches):
                 return
         except StreamingQueryException as error:
+            if is_fenced(error):
+                raise Fenced(f"stopping: {_first_line(error)}") from error
             delay = _restart_delay(strategy, error)
             log.warning("restarting the query in %.1fs", delay)
             if stop.event.wait(delay):
                 return
+
+
+def is_fenced(error: Exception) -> bool:
+    """The sink's ProducerFenced reaches the runner as text: the foreachBatch function's Python
+    exception crosses the JVM and comes back inside a StreamingQueryException's message."""
+    return f"{ProducerFenced.__name__}:" in str(error)
+
+
+def _first_line(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if "ProducerFenced:" in line]
+    return (lines[-1] if lines else str(error).strip().splitlines()[0])[:500]
 
 
 def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 from pyarrow import fs as pafs
 
@@ -22,7 +23,9 @@ def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
 
 def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     """Readers see either nothing or the whole file: S3 puts are atomic, elsewhere write
-    a temporary name and rename it."""
+    a temporary name and rename it. On a local disk the data, then the rename, are forced to
+    the disk (fsync of the file and of its directory) before this returns: the sink reports
+    a file staged, or a log entry written, only once a power loss cannot take it back."""
     parent = path.rsplit("/", 1)[0]
     fs.create_dir(parent, recursive=True)
     if fs.type_name == "s3":
@@ -30,9 +33,25 @@ def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:
             out.write(data)
         return
     temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    if fs.type_name == "local":
+        _write_durably(Path(temporary), Path(path), data)
+        return
     with fs.open_output_stream(temporary) as out:
         out.write(data)
     fs.move(temporary, path)
+
+
+def _write_durably(temporary: Path, path: Path, data: bytes) -> None:
+    with open(temporary, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:

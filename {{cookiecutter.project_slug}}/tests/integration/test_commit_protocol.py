@@ -4,14 +4,17 @@ that becomes visible all at once, never in part, never before its commit."""
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 
 from {{ cookiecutter.package_name }}.readback import read_topic
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
 from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, ProducerFenced, SinkSettings, publish
-from {{ cookiecutter.package_name }}.sink.marker import read_markers
+from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_markers
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, stage
 
@@ -144,3 +147,36 @@ def test_keys_land_on_the_partition_a_java_producer_would_choose(kafka, new_topi
         landed.setdefault(message.key() or b"", set()).add(message.partition())
     consumer.close()
     assert landed == {key: {java_partition(key, 5)} for key in keys}
+
+
+def open_foreign_transaction(kafka, topic: str) -> Producer:
+    """Another producer (another sink sharing the marker topic, a stuck tool) with an open transaction."""
+    foreign = Producer({"bootstrap.servers": kafka.bootstrap_servers,
+                        "transactional.id": f"foreign-{uuid.uuid4().hex}"})
+    foreign.init_transactions(30)
+    foreign.begin_transaction()
+    foreign.produce(topic, key=b"another-sink/0", value=b"{}")
+    foreign.flush(30)
+    return foreign
+
+
+def test_a_marker_behind_another_producers_open_transaction_is_still_read(kafka, new_topic, tmp_path):
+    """A read to the last stable offset would stop before the marker and publish batch 0 again."""
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "behind")
+    foreign = open_foreign_transaction(kafka, settings.marker_topic)
+    publish(settings, CommitShard(settings, 0), staged_batch(settings, output, 0, 10), 0)
+    threading.Timer(2.0, foreign.abort_transaction, args=(30,)).start()
+    assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "behind", timeout=30) == {0: 0}
+
+
+def test_a_transaction_left_open_on_the_marker_topic_fails_the_read_clearly(kafka, new_topic, tmp_path):
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "stuck")
+    foreign = open_foreign_transaction(kafka, settings.marker_topic)
+    try:
+        publish(settings, CommitShard(settings, 0), staged_batch(settings, output, 0, 10), 0)
+        with pytest.raises(MarkersUndecided, match="another producer has been open"):
+            read_markers(kafka.bootstrap_servers, settings.marker_topic, "stuck", timeout=3)
+    finally:
+        foreign.abort_transaction(30)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
+from {{ cookiecutter.package_name }} import storage
 from {{ cookiecutter.package_name }}.readback import Published
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import StagedFileCorrupt, read_staged, stage
@@ -45,3 +48,33 @@ def test_the_verifier_sees_loss_duplicates_and_bad_dead_letters():
     verdict = verify(published, {"red": 5, "blue": 4}, [b"x"])
     assert verdict.duplicated == 1 and verdict.not_increasing == 1 and verdict.lost == 3
     assert not verdict.dead_letter_ok and not verdict.exactly_once
+
+
+def test_staged_files_and_log_entries_reach_the_disk_before_they_count(tmp_path, monkeypatch):
+    """fsync of the file and of its directory, so a power loss cannot take back what was reported."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(storage.os, "fsync", fsync)
+    staged = stage(str(tmp_path), "sink", 7, 1, 0, staged_rows())
+    SinkLog(str(tmp_path), "sink").write(LogEntry(batch_id=7, status=PREPARED, transactional_ids=[], staged=[staged]))
+    staging, log = tmp_path / "sinks/sink/staging/7", tmp_path / "sinks/sink/log"
+    assert [p for p in synced if p.startswith(str(staging))][-1] == str(staging)  # its directory, after the file
+    assert any(p.startswith(str(staging / "1-0.arrow.tmp-")) for p in synced)
+    assert str(log) in synced and any(p.startswith(str(log / "7.json.tmp-")) for p in synced)
+
+
+@pytest.mark.parametrize("content", [b"", b'{"batch_id": 3, "sta', b"\x00" * 64])
+def test_an_unreadable_log_entry_leaves_the_decision_to_the_markers(tmp_path, content):
+    """An entry left empty or cut short by a power loss is not fatal: it reads as absent."""
+    log = SinkLog(str(tmp_path), "sink")
+    log.write(LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"], staged=[]))
+    (tmp_path / "sinks/sink/log/3.json").write_bytes(content)
+    assert log.read(3) is None
+    entry = LogEntry(batch_id=3, status=COMMITTED, transactional_ids=["t-0"], staged=[])
+    log.write(entry)
+    assert log.read(3) == entry

@@ -44,28 +44,57 @@ def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str,
                 raise
 
 
+class MarkersUndecided(TimeoutError):
+    """An open transaction on the marker topic kept newer markers from being read."""
+
+
 def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mapping[str, str] | None = None,
                  timeout: float = 30.0) -> dict[int, int]:
-    """The last committed batch of every shard of `sink_id`: {shard: batch id}."""
-    consumer = Consumer(librdkafka_config(bootstrap_servers, client, {
+    """The last committed batch of every shard of `sink_id`: {shard: batch id}.
+
+    A read_committed consumer stops at the last stable offset (LSO): an open transaction of
+    another producer on this topic (another sink sharing it, a stuck producer) would hide every
+    marker committed after it, and this sink would publish those batches again. So the markers
+    are read only once the LSO has reached the high watermark seen at the start: every marker
+    committed before this call is then readable. If it does not within `timeout`, fail."""
+    config = librdkafka_config(bootstrap_servers, client, {
         "group.id": f"marker-reader-{uuid.uuid4().hex}",
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
-    }))
+    })
+    consumer = Consumer(config)
+    # The same client reading uncommitted records sees the high watermark (librdkafka answers a
+    # watermark query with the LSO for read_committed, with the high watermark otherwise).
+    snapshot = Consumer({**config, "isolation.level": "read_uncommitted"})
     markers: dict[int, int] = {}
     prefix = f"{sink_id}/".encode()
+    deadline = time.monotonic() + timeout
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if metadata is None or metadata.error is not None:
+        # A topic created a moment ago may have no leader yet: wait for it, do not read "no markers".
+        while metadata is not None and metadata.error is not None and metadata.error.retriable() \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+            metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if metadata is None or (metadata.error is not None
+                                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             return markers  # no marker topic yet: nothing was ever published
+        if metadata.error is not None:  # anything else would be taken for "nothing published"
+            raise KafkaException(metadata.error)
         partition = TopicPartition(topic, 0, 0)
-        low, high = consumer.get_watermark_offsets(partition, timeout=timeout)
+        low, high = snapshot.get_watermark_offsets(partition, timeout=timeout, cached=False)
         if high <= low:
             return markers
+        stable = _wait_for_stable_offset(consumer, partition, high, deadline)
+        if stable < high:
+            raise MarkersUndecided(
+                f"batch markers in {topic!r}: a transaction of another producer has been open for more "
+                f"than {timeout:.0f}s before offset {high} (last stable offset {stable}), and markers "
+                "committed after it cannot be read yet. Find the producer (kafka-transactions.sh "
+                "list / describe-producers on the marker topic) and let it finish, or abort it.")
         partition.offset = low
         consumer.assign([partition])
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = consumer.poll(1.0)
             if message is None:
@@ -81,3 +110,13 @@ def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mappi
         raise TimeoutError(f"reading the batch markers from {topic!r} took longer than {timeout:.0f}s")
     finally:
         consumer.close()
+        snapshot.close()
+
+
+def _wait_for_stable_offset(consumer: Consumer, partition: TopicPartition, target: int, deadline: float) -> int:
+    """The partition's LSO once it reached `target`, or the last one seen at the deadline."""
+    while True:
+        _low, stable = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
+        if stable >= target or time.monotonic() >= deadline:
+            return stable
+        time.sleep(0.2)

@@ -4,10 +4,13 @@ before Kafka is touched. It is the coordinator's record of what batch N publishe
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 
 from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
 from .stage import StagedFile, sink_dir
+
+log = logging.getLogger(__name__)
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -42,8 +45,19 @@ class SinkLog:
         return f"{self.directory}/{batch_id}.json"
 
     def read(self, batch_id: int) -> LogEntry | None:
+        """The entry of batch N; None if there is none, or if it cannot be read (a file left
+        empty or cut short by a power loss on a disk that lied about its writes): the batch
+        markers in Kafka then decide whether N was published, as they do for a missing entry."""
         path = self._path(batch_id)
-        return LogEntry.from_json(read_bytes(self.fs, path)) if exists(self.fs, path) else None
+        if not exists(self.fs, path):
+            return None
+        data = read_bytes(self.fs, path)
+        try:
+            return LogEntry.from_json(data)
+        except (ValueError, TypeError, KeyError) as error:
+            log.warning("sink log: entry %s is unreadable (%d bytes: %s); the batch markers decide", path,
+                        len(data), error)
+            return None
 
     def write(self, entry: LogEntry) -> None:
         """Write atomically. A committed entry is never replaced: that batch is published."""
