@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from confluent_kafka.admin import AdminClient
+import logging
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
@@ -10,8 +13,11 @@ from . import checkpoint
 from .config import ConfigError, JobConfig
 from .job import event_schema
 from .kafka_client import librdkafka_config
+from .sink.coordinator import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
 from .sink.marker import read_markers
 from .storage import resolve_location
+
+log = logging.getLogger(__name__)
 
 
 def check_kafka(config: JobConfig, timeout: float = 15.0) -> None:
@@ -60,7 +66,32 @@ def check_sink_identity(config: JobConfig) -> None:
         )
 
 
+def check_transaction_timeout(config: JobConfig, timeout: float = 15.0) -> None:
+    """The sink's transaction time-out (from commit_timeout_seconds) must be one the brokers
+    accept, or every transaction would be refused at the first batch."""
+    if not config.exactly_once:
+        return
+    wanted = SinkSettings(bootstrap_servers=config.bootstrap_servers, checkpoint="", sink_id="",
+                          transactional_id_prefix="", marker_topic="",
+                          commit_timeout_seconds=config.commit_timeout_seconds).transaction_timeout_ms
+    admin = AdminClient(librdkafka_config(config.bootstrap_servers, config.kafka))
+    try:
+        brokers = admin.list_topics(timeout=timeout).brokers
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        entries = admin.describe_configs([resource])[resource].result(timeout=timeout)
+        limit = int(entries["transaction.max.timeout.ms"].value)
+    except (KafkaException, KeyError, ValueError) as error:  # e.g. no DescribeConfigs permission
+        log.warning("could not read the brokers' transaction.max.timeout.ms (%s); not checked", error)
+        return
+    if wanted > limit:
+        raise ConfigError(
+            "commit_timeout_seconds", f"{config.commit_timeout_seconds:g}s gives transactions a time-out of "
+            f"{wanted} ms, above the brokers' transaction.max.timeout.ms ({limit} ms); lower it to at most "
+            f"{limit // ((COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)}s or raise the brokers' limit")
+
+
 def run_all(spark: SparkSession, config: JobConfig) -> None:
     check_kafka(config)
+    check_transaction_timeout(config)
     check_filter(spark, config)
     check_sink_identity(config)

@@ -51,7 +51,11 @@ class RestartStrategy:
                    config.restart_max_delay_seconds, config.failure_rate_interval_seconds)
 
     def next_delay(self, now: float) -> float:
-        """Record a failure; return the delay before the restart, or raise GaveUp."""
+        """Record a failure; return the delay before the restart, or raise GaveUp. For
+        fixed-delay and exponential-backoff, a run healthy for `interval` since the last
+        failure starts the count afresh: a job that fails once a week is not given up."""
+        if self.kind != "failure-rate" and self.failures and now - self.failures[-1] > self.interval:
+            self.failures.clear()
         self.failures.append(now)
         if self.kind == "none":
             raise GaveUp("restart_strategy is none")

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 
 from {{ cookiecutter.package_name }}.readback import read_topic
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
-from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, ProducerFenced, SinkSettings, publish
+from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, ProducerFenced, RecordRejected, SinkSettings, publish
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_markers
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, stage
@@ -180,3 +180,30 @@ def test_a_transaction_left_open_on_the_marker_topic_fails_the_read_clearly(kafk
             read_markers(kafka.bootstrap_servers, settings.marker_topic, "stuck", timeout=3)
     finally:
         foreign.abort_transaction(30)
+
+
+def test_a_transaction_time_out_above_the_brokers_limit_fails_at_start(kafka):
+    from {{ cookiecutter.package_name }}.config import ConfigError, load_config
+    from {{ cookiecutter.package_name }}.preflight import check_transaction_timeout
+
+    def config(seconds: str):
+        return load_config(None, {"bootstrap_servers": kafka.bootstrap_servers, "commit_timeout_seconds": seconds},
+                           environ={})
+
+    check_transaction_timeout(config("60"))  # 240 s: within the default 15 minutes
+    with pytest.raises(ConfigError, match=r"commit_timeout_seconds.*transaction.max.timeout.ms \(900000 ms\)"):
+        check_transaction_timeout(config("300"))
+
+
+def test_a_record_the_client_refuses_aborts_the_transaction_and_says_why(kafka, new_topic, tmp_path):
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "too-large")
+    shard = CommitShard(settings, 0)
+    table = pa.Table.from_pydict({"topic": [output, output], "key": [b"small", b"huge"],
+                                  "value": [b"{}", b"x" * 2_000_000]}, schema=STAGED_SCHEMA)
+    huge = stage(settings.checkpoint, settings.sink_id, 0, 0, 0, table)
+    with pytest.raises(RecordRejected, match=r"key b'huge', 2000004 bytes.*message.max.bytes"):
+        publish(settings, shard, [huge], 0)
+    # The transaction was aborted, not left open: the same producer publishes the next batch.
+    publish(settings, shard, staged_batch(settings, output, 1, 10), 1)
+    assert batch_ids_visible(kafka, output) == [1] * 10

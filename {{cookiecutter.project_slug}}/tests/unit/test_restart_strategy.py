@@ -49,3 +49,13 @@ def test_a_fenced_sink_is_told_apart_from_other_failures():
         "Another job (or a newer instance of this one) uses the same sink id; this one stops.\n"))
     other = StreamingQueryException(message="CommitFailed: batch 3, shard 0: Broker: Coordinator not available")
     assert is_fenced(fenced) and not is_fenced(other)
+
+
+@pytest.mark.parametrize("kind", ["fixed-delay", "exponential-backoff"])
+def test_a_healthy_period_resets_the_budget(kind):
+    restarts = strategy(kind, attempts=2)  # interval 10 s
+    assert [restarts.next_delay(t) for t in (0, 1)] == [1.0, 2.0 if kind != "fixed-delay" else 1.0]
+    assert restarts.next_delay(20) == 1.0, "11 s healthy since the last failure: a fresh budget"
+    restarts.next_delay(21)
+    with pytest.raises(GaveUp):
+        restarts.next_delay(22)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException, Producer
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..checkpoint import batch_offsets
 from ..kafka_client import librdkafka_config
@@ -38,6 +39,10 @@ PRODUCE_CHUNK_ROWS = 65_536
 # The Java client's partitioner: a key lands where Kafka Streams and Java producers put it (so
 # consumers co-partition), and an empty key is hashed like any other instead of spread at random.
 PARTITIONER = "murmur2_random"
+# One transaction's budget, in commit time-outs: producing and flushing, then committing with retries.
+COMMIT_ATTEMPTS_TIMEOUTS = 3
+# A transaction the broker aborted for a transient reason is tried again in place this often.
+ABORTED_TRANSACTION_RETRIES = 2
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,13 @@ class SinkSettings:
     staging_retention_batches: int = 2
     client: dict[str, str] = field(default_factory=dict)  # the user's [kafka] settings
 
+    @property
+    def transaction_timeout_ms(self) -> int:
+        """Longer than everything one transaction may take (produce and flush, then commit
+        retries: at most COMMIT_ATTEMPTS_TIMEOUTS commit time-outs in all), so the broker never
+        aborts a transaction the coordinator is still working on."""
+        return int(self.commit_timeout_seconds * (COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)
+
     def transactional_id(self, shard: int) -> str:
         """Stable across restarts: the next driver's producer fences this one's."""
         return f"{self.transactional_id_prefix}-{self.sink_id}-{shard}"
@@ -65,6 +77,10 @@ class CommitFailed(RuntimeError):
     """The batch's transaction did not commit; Spark fails the batch and re-runs it."""
 
 
+class RecordRejected(CommitFailed):
+    """The client refused a record (too large for the producer's limit): a re-run cannot help."""
+
+
 class CommitShard:
     """One transactional producer and the last batch its marker says it published.
     Lives as long as the driver's Python process, so `init_transactions` runs once."""
@@ -74,7 +90,7 @@ class CommitShard:
         self.transactional_id = settings.transactional_id(shard)
         self.producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
             "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": int(max(settings.commit_timeout_seconds * 2, 60) * 1000),
+            "transaction.timeout.ms": settings.transaction_timeout_ms,
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 2_000_000,
@@ -160,15 +176,40 @@ def _shard_of(staged: StagedFile, shards: int) -> int:
 
 
 def publish(settings: SinkSettings, shard: CommitShard, staged: list[StagedFile], batch_id: int) -> None:
-    """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker."""
+    """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker.
+    The staged files are read first, so storage latency never counts against the transaction's
+    time-out. A transaction that Kafka aborted for a transient reason is tried again in place."""
+    tables = [read_staged(settings.checkpoint, message) for message in staged]
+    for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
+        try:
+            _transaction(settings, shard, tables, batch_id)
+            break
+        except KafkaException as error:
+            kafka_error = error.args[0]
+            if kafka_error.fatal():
+                raise ProducerFenced(
+                    f"transactional id {shard.transactional_id}: {kafka_error.str()}. Another job (or a newer "
+                    "instance of this one) uses the same sink id; this one stops."
+                ) from error
+            if not kafka_error.txn_requires_abort():
+                raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: {kafka_error.str()}") from error
+            shard.producer.abort_transaction(settings.commit_timeout_seconds)
+            if attempt == ABORTED_TRANSACTION_RETRIES:
+                raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: aborted {attempt + 1} times, last: "
+                                   f"{kafka_error.str()}") from error
+    shard.published = batch_id
+    faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
+
+
+def _transaction(settings: SinkSettings, shard: CommitShard, tables: list[pa.Table], batch_id: int) -> None:
     producer = shard.producer
-    records = 0
+    deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
     producer.begin_transaction()
+    # Step 3. The staged records (counts and dead letters), then the marker.
+    headers = [("batch_id", str(batch_id).encode())]
+    records = 0
     try:
-        # Step 3. The staged records (counts and dead letters), then the marker.
-        headers = [("batch_id", str(batch_id).encode())]
-        for message in staged:
-            table = read_staged(settings.checkpoint, message)
+        for table in tables:
             # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
             for chunk in table.to_batches(max_chunksize=PRODUCE_CHUNK_ROWS):
                 topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
@@ -177,22 +218,13 @@ def publish(settings: SinkSettings, shard: CommitShard, staged: list[StagedFile]
             records += table.num_rows
         _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
                  marker_value(settings.sink_id, shard.shard, batch_id, records), headers)
-        producer.flush(settings.commit_timeout_seconds)  # on the broker, still invisible to read_committed
-        faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
-        # Step 4.
-        _commit(producer, settings.commit_timeout_seconds)
-    except KafkaException as error:
-        kafka_error = error.args[0]
-        if kafka_error.fatal():
-            raise ProducerFenced(
-                f"transactional id {shard.transactional_id}: {kafka_error.str()}. Another job (or a newer "
-                "instance of this one) uses the same sink id; this one stops."
-            ) from error
-        if kafka_error.txn_requires_abort():
-            producer.abort_transaction(settings.commit_timeout_seconds)
-        raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: {kafka_error.str()}") from error
-    shard.published = batch_id
-    faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
+    except RecordRejected:
+        producer.abort_transaction(settings.commit_timeout_seconds)
+        raise
+    producer.flush(settings.commit_timeout_seconds)  # on the broker, still invisible to read_committed
+    faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
+    # Step 4.
+    _commit(producer, max(1.0, deadline - time.monotonic()))
 
 
 def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
@@ -202,14 +234,27 @@ def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | N
             return
         except BufferError:  # the local queue is full: let librdkafka send some first
             producer.poll(0.05)
+        except KafkaException as error:  # refused by the client itself, e.g. larger than message.max.bytes
+            if error.args[0].code() not in _TOO_LARGE:
+                raise
+            size = len(value or b"") + len(key or b"")
+            raise RecordRejected(
+                f"a record for {topic!r} (key {bytes(key or b'')[:60]!r}, {size} bytes of key and value) was "
+                f"refused: {error.args[0].str()}. The producer's limit is message.max.bytes (librdkafka "
+                "default 1,000,000; set it in [kafka], below the broker's and topic's max.message.bytes)."
+            ) from error
 
 
-def _commit(producer: Producer, timeout: float) -> None:
-    """Commit; a commit that timed out is retried (Kafka documents it as retriable)."""
-    deadline = time.monotonic() + timeout * 3
+_TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
+
+
+def _commit(producer: Producer, budget: float) -> None:
+    """Commit; a commit that timed out is retried (Kafka documents it as retriable), within the
+    budget that the transaction time-out leaves."""
+    deadline = time.monotonic() + budget
     while True:
         try:
-            producer.commit_transaction(timeout)
+            producer.commit_transaction(max(1.0, deadline - time.monotonic()))
             return
         except KafkaException as error:
             if error.args[0].retriable() and time.monotonic() < deadline:
