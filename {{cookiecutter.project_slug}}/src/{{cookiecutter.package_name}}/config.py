@@ -40,6 +40,9 @@ class JobConfig:
     output_topic: str = "{{ cookiecutter.output_topic }}"
     dead_letter_topic: str = "{{ cookiecutter.dead_letter_topic }}"
     marker_topic: str = "{{ cookiecutter.marker_topic }}"
+    # The marker topic's replication when the job creates it: 0 = min(3, brokers) and min(2, that).
+    marker_replication_factor: int = 0
+    marker_min_insync_replicas: int = 0
     schema: dict[str, str] = field(default_factory=lambda: {"{{ cookiecutter.key_field }}": "string"})
     key_field: str = "{{ cookiecutter.key_field }}"
     filter: str = {{ cookiecutter.filter_expression | tojson }}
@@ -197,7 +200,8 @@ def validated(config: JobConfig) -> JobConfig:
     for option in positive:
         if getattr(config, option) <= 0:
             raise ConfigError(option, f"must be positive, got {getattr(config, option)}")
-    for option in ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "staging_retention_batches"):
+    for option in ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "staging_retention_batches",
+                   "marker_replication_factor", "marker_min_insync_replicas"):
         if getattr(config, option) < 0:
             raise ConfigError(option, f"must not be negative, got {getattr(config, option)}")
     if not config.bootstrap_servers.strip():

@@ -14,7 +14,7 @@ from .config import ConfigError, JobConfig
 from .job import event_schema
 from .kafka_client import librdkafka_config
 from .sink.coordinator import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
-from .sink.marker import read_markers
+from .sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from .storage import resolve_location
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,17 @@ def check_filter(spark: SparkSession, config: JobConfig) -> None:
     except PySparkException as error:
         first_line = str(error).strip().splitlines()[0]
         raise ConfigError("filter", f"{config.filter!r} is not a valid Spark SQL filter: {first_line}") from None
+
+
+def check_marker_topic(config: JobConfig) -> None:
+    """Create the marker topic if needed and refuse one that cannot keep the markers."""
+    if not config.exactly_once:
+        return
+    try:
+        ensure_marker_topic(config.bootstrap_servers, config.marker_topic, config.kafka,
+                            config.marker_replication_factor, config.marker_min_insync_replicas)
+    except MarkerTopicUnfit as error:
+        raise ConfigError("marker_topic", str(error)) from None
 
 
 def check_sink_identity(config: JobConfig) -> None:
@@ -93,5 +104,6 @@ def check_transaction_timeout(config: JobConfig, timeout: float = 15.0) -> None:
 def run_all(spark: SparkSession, config: JobConfig) -> None:
     check_kafka(config)
     check_transaction_timeout(config)
+    check_marker_topic(config)
     check_filter(spark, config)
     check_sink_identity(config)

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.integration
 def settings_for(kafka, tmp_path, new_topic, sink_id: str) -> SinkSettings:
     return SinkSettings(
         bootstrap_servers=kafka.bootstrap_servers, checkpoint=str(tmp_path / "checkpoint"), sink_id=sink_id,
-        transactional_id_prefix="test", marker_topic=new_topic("markers"), commit_timeout_seconds=30,
+        transactional_id_prefix="test", marker_topic=new_topic("markers", config={"cleanup.policy": "compact"}),
+        commit_timeout_seconds=30,
     )
 
 
@@ -207,3 +208,34 @@ def test_a_record_the_client_refuses_aborts_the_transaction_and_says_why(kafka, 
     # The transaction was aborted, not left open: the same producer publishes the next batch.
     publish(settings, shard, staged_batch(settings, output, 1, 10), 1)
     assert batch_ids_visible(kafka, output) == [1] * 10
+
+
+@pytest.mark.parametrize(("partitions", "config", "problem"), [
+    (3, {"cleanup.policy": "compact"}, "it has 3 partitions, the markers need exactly 1"),
+    (1, {"cleanup.policy": "delete"}, "cleanup.policy is 'delete'"),
+    (1, {"cleanup.policy": "compact,delete"}, "cleanup.policy is 'compact,delete'"),
+])
+def test_a_marker_topic_that_cannot_keep_the_markers_fails_at_start(kafka, new_topic, partitions, config, problem):
+    from {{ cookiecutter.package_name }}.config import ConfigError, load_config
+    from {{ cookiecutter.package_name }}.preflight import check_marker_topic
+
+    topic = new_topic("markers", partitions=partitions, config=config)
+    job_config = load_config(None, {"bootstrap_servers": kafka.bootstrap_servers, "marker_topic": topic}, environ={})
+    with pytest.raises(ConfigError, match=rf"'marker_topic'.*{problem}"):
+        check_marker_topic(job_config)
+
+
+def test_the_job_creates_its_marker_topic_compacted_with_one_partition(kafka):
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    from {{ cookiecutter.package_name }}.config import load_config
+    from {{ cookiecutter.package_name }}.preflight import check_marker_topic
+
+    topic = f"markers-{uuid.uuid4().hex[:10]}"
+    check_marker_topic(load_config(None, {"bootstrap_servers": kafka.bootstrap_servers, "marker_topic": topic},
+                                   environ={}))
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    assert len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 1
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["cleanup.policy"].value == "compact" and configs["min.insync.replicas"].value == "1"

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from ..kafka_client import librdkafka_config
 
@@ -28,20 +28,47 @@ def marker_value(sink_id: str, shard: int, batch_id: int, records: int) -> bytes
     ).encode()
 
 
-def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str, str] | None = None) -> None:
-    """Create the compacted, single-partition marker topic unless it exists."""
+class MarkerTopicUnfit(ValueError):
+    """The marker topic exists but cannot keep the markers safely."""
+
+
+def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str, str] | None = None,
+                        replication_factor: int = 0, min_insync_replicas: int = 0) -> None:
+    """Create the compacted, single-partition marker topic unless it exists, then check it: one
+    partition (the markers are read in order), compaction only (a marker must never expire).
+    Replication 0 means min(3, brokers), min.insync.replicas 0 means min(2, replication)."""
     admin = AdminClient(librdkafka_config(bootstrap_servers, client))
-    if topic in admin.list_topics(timeout=30).topics:
-        return
-    futures = admin.create_topics(
-        [NewTopic(topic, 1, -1, config={"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"})]
-    )
-    for future in futures.values():
-        try:
-            future.result(timeout=30)
-        except KafkaException as error:
-            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+    metadata = admin.list_topics(timeout=30)
+    if topic not in metadata.topics:
+        replicas = replication_factor or min(3, len(metadata.brokers))
+        futures = admin.create_topics([NewTopic(topic, 1, replicas, config={
+            "cleanup.policy": "compact",
+            "min.compaction.lag.ms": "3600000",
+            "min.insync.replicas": str(min_insync_replicas or min(2, replicas)),
+        })])
+        for future in futures.values():
+            try:
+                future.result(timeout=30)
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+        metadata = admin.list_topics(topic, timeout=30)
+    check_marker_topic(admin, topic, len(metadata.topics[topic].partitions))
+
+
+def check_marker_topic(admin: AdminClient, topic: str, partitions: int) -> None:
+    problems = []
+    if partitions != 1:
+        problems.append(f"it has {partitions} partitions, the markers need exactly 1")
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    policy = {p.strip() for p in configs["cleanup.policy"].value.split(",")}
+    if policy != {"compact"}:
+        problems.append(f"cleanup.policy is {configs['cleanup.policy'].value!r}, the markers need 'compact' alone "
+                        "(with 'delete' a marker expires and its batches would be published again)")
+    if problems:
+        raise MarkerTopicUnfit(f"marker topic {topic!r}: " + "; ".join(problems) +
+                               ". Point marker_topic at a new topic (the job creates it) or fix this one.")
 
 
 class MarkersUndecided(TimeoutError):
