@@ -15,6 +15,8 @@ from .job import event_schema
 from .kafka_client import librdkafka_config
 from .sink.coordinator import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
 from .sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
+from .sink.pinned import PinnedSettingChanged, PinnedSettings, check_and_pin
+from .sink.sink_log import SinkLog
 from .storage import resolve_location
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,45 @@ def check_marker_topic(config: JobConfig) -> None:
                             config.marker_replication_factor, config.marker_min_insync_replicas)
     except MarkerTopicUnfit as error:
         raise ConfigError("marker_topic", str(error)) from None
+
+
+def check_pinned_sink_settings(config: JobConfig) -> None:
+    """The sink settings that decide an in-doubt batch's fate may change only when none is in doubt."""
+    if not config.exactly_once:
+        return
+    current = PinnedSettings(sink_id=config.sink_id, marker_topic=config.marker_topic,
+                             transactional_id_prefix=config.transactional_id_prefix,
+                             commit_shards=config.commit_shards)
+    try:
+        changed = check_and_pin(resolve_location(config.checkpoint_location), current)
+    except PinnedSettingChanged as error:
+        raise ConfigError(error.option, str(error)) from None
+    if changed:
+        log.warning("sink settings changed since the last run (%s); no batch was in doubt", ", ".join(changed))
+
+
+def check_checkpoint_against_markers(config: JobConfig) -> None:
+    """A checkpoint older than what the sink published (restored from a copy) would plan new
+    ranges for batches the markers say are published: they would be skipped, or published twice."""
+    if not config.exactly_once:
+        return
+    location = resolve_location(config.checkpoint_location)
+    planned = checkpoint.planned_batches(location)
+    if not planned:
+        return  # a new checkpoint: check_sink_identity
+    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka)
+    newest = max(markers.values(), default=-1)
+    if newest > planned[-1]:
+        raise ConfigError(
+            "checkpoint_location", f"{location} plans batches up to {planned[-1]}, but sink {config.sink_id!r} "
+            f"already published batch {newest}: the checkpoint is older than the output (restored from a copy?). "
+            "Use the checkpoint the job last ran with, or start afresh with a new sink_id and a new checkpoint.")
+    entry = SinkLog(location, config.sink_id).read(newest) if newest >= 0 else None
+    offsets = {"sources": checkpoint.batch_offsets(location, newest)}
+    if entry is not None and entry.source_offsets and entry.source_offsets != offsets:
+        raise ConfigError(
+            "checkpoint_location", f"batch {newest} was published from source offsets {entry.source_offsets}, but "
+            f"{location}/offsets/{newest} says {offsets}: the checkpoint is not the one the job published from.")
 
 
 def check_sink_identity(config: JobConfig) -> None:
@@ -105,5 +146,7 @@ def run_all(spark: SparkSession, config: JobConfig) -> None:
     check_kafka(config)
     check_transaction_timeout(config)
     check_marker_topic(config)
+    check_pinned_sink_settings(config)
+    check_checkpoint_against_markers(config)
     check_filter(spark, config)
     check_sink_identity(config)

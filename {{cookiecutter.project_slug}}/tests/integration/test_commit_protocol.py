@@ -239,3 +239,23 @@ def test_the_job_creates_its_marker_topic_compacted_with_one_partition(kafka):
     resource = ConfigResource(ResourceType.TOPIC, topic)
     configs = admin.describe_configs([resource])[resource].result(timeout=30)
     assert configs["cleanup.policy"].value == "compact" and configs["min.insync.replicas"].value == "1"
+
+
+def test_a_checkpoint_older_than_the_published_batches_is_refused(kafka, new_topic, tmp_path):
+    """Restored from an old copy, it would plan new ranges for batches 2 and 3, which the
+    markers say are published: they would be skipped, losing their input."""
+    from {{ cookiecutter.package_name }}.config import ConfigError, load_config
+    from {{ cookiecutter.package_name }}.preflight import check_checkpoint_against_markers
+
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "restored")
+    shard = CommitShard(settings, 0)
+    for batch_id in range(4):
+        publish(settings, shard, staged_batch(settings, output, batch_id, 3), batch_id)
+    (tmp_path / "checkpoint" / "offsets").mkdir(parents=True)
+    for batch_id in range(2):  # the copy knew batches 0 and 1
+        (tmp_path / "checkpoint" / "offsets" / str(batch_id)).write_text("v1\n{}\n{\"events\": {\"0\": 5}}\n")
+    config = load_config(None, {"bootstrap_servers": kafka.bootstrap_servers, "marker_topic": settings.marker_topic,
+                                "sink_id": "restored", "checkpoint_location": settings.checkpoint}, environ={})
+    with pytest.raises(ConfigError, match=r"'checkpoint_location'.*plans batches up to 1.*already published batch 3"):
+        check_checkpoint_against_markers(config)

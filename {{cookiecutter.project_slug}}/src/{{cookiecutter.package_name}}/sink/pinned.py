@@ -1,0 +1,60 @@
+"""The sink settings a checkpoint was made with, kept in it (`<checkpoint>/sink-settings.json`).
+
+Batch N's fate after a crash is decided by the markers of *these* settings: the sink id and
+marker topic say where to look, the shard count which markers must agree, the transactional
+id prefix which producer to fence. Change one while a batch is in doubt (planned in
+`offsets/N`, not yet in `commits/N`) and its re-run is judged against the wrong markers: with
+fewer shards a published batch is taken for unpublished and published again; with more, or
+renamed, the same. So a change is accepted only when no batch is in doubt."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from .. import checkpoint
+from ..storage import exists, filesystem, read_bytes, write_atomic
+
+FILE = "sink-settings.json"
+
+
+@dataclass(frozen=True)
+class PinnedSettings:
+    sink_id: str
+    marker_topic: str
+    transactional_id_prefix: str
+    commit_shards: int
+
+
+class PinnedSettingChanged(ValueError):
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+def in_doubt_batch(location: str) -> int | None:
+    """The batch Spark planned but did not commit (a crash between the two), if any."""
+    planned, committed = checkpoint.planned_batches(location), checkpoint.committed_batches(location)
+    if planned and (not committed or planned[-1] > committed[-1]):
+        return planned[-1]
+    return None
+
+
+def check_and_pin(location: str, current: PinnedSettings) -> list[str]:
+    """Refuse a change while a batch is in doubt; otherwise record `current`. Returns the
+    options that changed (accepted, because no batch was in doubt)."""
+    fs, base = filesystem(location)
+    path = f"{base}/{FILE}"
+    recorded = PinnedSettings(**json.loads(read_bytes(fs, path))) if exists(fs, path) else None
+    changed = [] if recorded is None else [
+        name for name, value in asdict(current).items() if getattr(recorded, name) != value]
+    if changed and (batch := in_doubt_batch(location)) is not None:
+        name = changed[0]
+        raise PinnedSettingChanged(
+            name, f"changed from {getattr(recorded, name)!r} to {getattr(current, name)!r}, but batch {batch} is "
+            "in doubt (planned, not committed: the job stopped abruptly). Its re-run must be judged by the "
+            f"settings it was published with: run once more with {name}={getattr(recorded, name)!r} until it "
+            "has committed (`run --until-idle 1`, or stop it with SIGTERM), then change it.")
+    if recorded is None or changed:
+        write_atomic(fs, path, json.dumps(asdict(current), indent=1, sort_keys=True).encode())
+    return changed
