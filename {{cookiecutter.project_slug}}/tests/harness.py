@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -11,9 +12,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.readback import Published, read_published
+from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.readback import Published, read_positions, read_published
 from {{ cookiecutter.package_name }}.sample import SampleInput, make_events, produce
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}.verify import Verdict, verify, verify_batches
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 
@@ -87,6 +90,29 @@ class JobUnderTest:
 
     def published(self) -> Published:
         return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
+
+    def batch_ends(self) -> dict[int, dict[int, int]]:
+        """Where each batch Spark committed ends in the input: {batch: {partition: end offset}}."""
+        location = str(self.checkpoint)
+        return {batch: {int(p): end for p, end in checkpoint.input_offsets(location, batch, self.input_topic).items()}
+                for batch in checkpoint.committed_batches(location)}
+
+    def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes],
+               key_field: str = "{{ cookiecutter.key_field }}") -> Verdict:
+        """Final counts and dead letters (verify), then every intermediate count batch by batch
+        against the input read back with its offsets (verify_batches)."""
+        published = self.published()
+        verdict = verify(published, expected_counts, malformed_values)
+        malformed = set(malformed_values)
+
+        def counted_key(value: bytes | None) -> str | None:
+            if value is None or value in malformed:
+                return None
+            key = json.loads(value)[key_field]
+            return key if key in expected_counts else None
+
+        records = read_positions(self.bootstrap_servers, self.input_topic)
+        return verify_batches(verdict, published, records, counted_key, self.batch_ends())
 
 
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02

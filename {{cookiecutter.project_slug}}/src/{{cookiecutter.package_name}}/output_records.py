@@ -28,12 +28,11 @@ def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> Dat
     )
 
 
-def for_batch(records: DataFrame, batch_id: int, partitions: int) -> DataFrame:
-    """Batch N's final records: `"batch_id": N` as the value's last field; at most `partitions`
-    partitions (the union of counts and dead letters has twice the shuffle's), so as many sink tasks."""
+def for_batch(records: DataFrame, batch_id: int, partitions: int | None = None) -> DataFrame:
+    """Batch N's final records: `"batch_id": N` as the value's last field; with `partitions`, at
+    most that many partitions (the union of counts and dead letters has twice the shuffle's), so
+    as many sink tasks."""
     closing = f',"batch_id":{int(batch_id)}}}'.encode().hex()
-    return (
-        records.where("key IS NOT NULL")
-        .selectExpr("topic", "key", f"concat(substring(value, 1, length(value) - 1), X'{closing}') AS value")
-        .coalesce(partitions)
-    )
+    final = records.where("key IS NOT NULL").selectExpr(
+        "topic", "key", f"concat(substring(value, 1, length(value) - 1), X'{closing}') AS value")
+    return final.coalesce(partitions) if partitions else final

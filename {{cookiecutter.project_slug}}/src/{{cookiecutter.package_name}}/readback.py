@@ -8,7 +8,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 
 @dataclass
@@ -25,6 +25,17 @@ class Published:
 def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_committed",
                timeout: float = 60.0) -> list[tuple[bytes | None, bytes | None]]:
     """Every (key, value) up to the end of every partition as seen at call time."""
+    return [(message.key(), message.value()) for message in _read(bootstrap_servers, topic, isolation, timeout)]
+
+
+def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
+                   ) -> list[tuple[int, int, bytes | None]]:
+    """Every committed record as (partition, offset, value): where the input put each event."""
+    return [(message.partition(), message.offset(), message.value())
+            for message in _read(bootstrap_servers, topic, "read_committed", timeout)]
+
+
+def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float) -> list[Message]:
     consumer = Consumer({
         "bootstrap.servers": bootstrap_servers,
         "group.id": f"readback-{uuid.uuid4().hex}",
@@ -43,7 +54,7 @@ def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_commit
             return []
         consumer.assign(assignment)
         remaining = {tp.partition for tp in assignment}
-        records: list[tuple[bytes | None, bytes | None]] = []
+        records: list[Message] = []
         deadline = time.monotonic() + timeout
         while remaining and time.monotonic() < deadline:
             for message in consumer.consume(10_000, timeout=0.5):
@@ -53,7 +64,7 @@ def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_commit
                         remaining.discard(message.partition())
                         continue
                     raise RuntimeError(f"reading {topic}: {error}")
-                records.append((message.key(), message.value()))
+                records.append(message)
         if remaining:
             raise TimeoutError(f"reading {topic}: partitions {sorted(remaining)} not read to the end in {timeout}s")
         return records

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import base64
 import itertools
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .readback import Published
@@ -16,12 +17,15 @@ class Verdict:
     lost: int = 0  # counts short of the expectation, summed over keys
     duplicated: int = 0  # a (key, batch) published twice, or a count above the expectation
     not_increasing: int = 0  # a key's published count that did not grow
+    wrong_counts: int = 0  # a (key, batch) whose count is not what the input up to that batch says
+    missing_updates: int = 0  # a key the input changed in a batch, with no record of that batch
     dead_letter_ok: bool = True
     problems: list[str] = field(default_factory=list)
 
     @property
     def exactly_once(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.not_increasing == 0 and self.dead_letter_ok
+        return (self.lost == 0 and self.duplicated == 0 and self.not_increasing == 0 and self.wrong_counts == 0
+                and self.missing_updates == 0 and self.dead_letter_ok)
 
 
 def verify(published: Published, expected_counts: dict[str, int], malformed_values: list[bytes]) -> Verdict:
@@ -48,4 +52,41 @@ def verify(published: Published, expected_counts: dict[str, int], malformed_valu
             f"dead letters: {len(published.dead_letters)} published ({duplicated_dead} repeated), "
             f"{len(malformed_values)} malformed records were produced"
         )
+    return verdict
+
+
+def verify_batches(verdict: Verdict, published: Published, records: Iterable[tuple[int, int, bytes | None]],
+                   counted_key: Callable[[bytes | None], str | None], batch_ends: dict[int, dict[int, int]]) -> Verdict:
+    """Every intermediate count, batch by batch: batch N covers the input below its end offsets
+    (Spark's `offsets/N`), so after N each key's count is the number of its counted input
+    records there. A published (key, N) must say exactly that, and every key whose count
+    changed in N must have a record of N: a batch skipped, or published from other ranges,
+    is seen here even when later batches bring the final counts right.
+
+    `records` are the input's (partition, offset, value), read back independently;
+    `counted_key` says which key a value counts for (None: malformed or filtered out)."""
+    keyed = [(partition, offset, key) for partition, offset, value in records
+             if (key := counted_key(value)) is not None]
+    published_at: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for key, history in published.counts.items():
+        for batch, count in history:
+            published_at[(key, batch)].add(count)
+    previous: Counter[str] = Counter()
+    for batch in sorted(batch_ends):
+        ends = batch_ends[batch]
+        expected = Counter(key for partition, offset, key in keyed if offset < ends.get(partition, 0))
+        for key in sorted(set(expected) | {k for k, b in published_at if b == batch}):
+            counts = published_at.get((key, batch))
+            if counts is None:
+                if expected[key] != previous[key]:
+                    verdict.missing_updates += 1
+                    verdict.problems.append(f"key {key!r}: no record of batch {batch}, whose input took its "
+                                            f"count from {previous[key]} to {expected[key]}")
+                continue
+            wrong = {c for c in counts if c != expected[key]}
+            if wrong:
+                verdict.wrong_counts += 1
+                verdict.problems.append(f"key {key!r}, batch {batch}: published {sorted(counts)}, the input up to "
+                                        f"that batch says {expected[key]}")
+        previous = expected
     return verdict

@@ -17,17 +17,16 @@ from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.readback import read_published
 from {{ cookiecutter.package_name }}.sample import produce
 from {{ cookiecutter.package_name }}.sink import faults
-from {{ cookiecutter.package_name }}.verify import verify
 
 pytestmark = pytest.mark.integration
 
 FAULT_BATCH = 1  # the second batch: the first one is committed before the crash
-PUBLISHED_BEFORE_THE_CRASH = {faults.AFTER_KAFKA_COMMIT}
+PUBLISHED_BEFORE_THE_CRASH = {faults.AFTER_KAFKA_COMMIT, faults.AFTER_LOG_COMMITTED}
 
 
-def crash_and_recover(job, fault: str):
+def crash_and_recover(job, fault: str, **options: str):
     sample = produce_sample(job, count=3000, seed=hash(fault) % 1000, partitions=4)
-    crashed = job.run(fault=fault, fault_batch=FAULT_BATCH, max_offsets_per_trigger="1000")
+    crashed = job.run(fault=fault, fault_batch=FAULT_BATCH, max_offsets_per_trigger="1000", **options)
     assert crashed.returncode == -signal.SIGKILL, f"the fault did not kill the job:\n{crashed.stdout[-3000:]}"
     # Both sink tasks of the batch may reach the point before the SIGKILL lands: same line, twice.
     assert set(job.fired_faults()) == {f"fault injection: SIGKILL at {fault} in batch {FAULT_BATCH}"}
@@ -35,10 +34,10 @@ def crash_and_recover(job, fault: str):
     at_crash = job.published()
     batches_at_crash = {batch for history in at_crash.counts.values() for batch, _ in history}
 
-    recovered = job.run(max_offsets_per_trigger="1000")
+    recovered = job.run(max_offsets_per_trigger="1000", **options)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
     counts, malformed = merged(sample)
-    return verify(job.published(), counts, malformed), batches_at_crash
+    return job.verify(counts, malformed), batches_at_crash
 
 
 @pytest.mark.parametrize("fault", faults.POINTS)
@@ -50,7 +49,15 @@ def test_exactly_once_through_a_crash_at(job, fault):
     else:
         assert FAULT_BATCH not in batches_at_crash
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated) == (0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+
+
+def test_a_crash_between_two_shards_commits_publishes_the_second_shard_once(job):
+    """commit_shards=2: the job dies after shard 0 committed batch 1, before shard 1 did. The
+    re-run must publish shard 1's part only: shard 0's marker says 1, shard 1's says 0."""
+    verdict, batches_at_crash = crash_and_recover(job, faults.AFTER_KAFKA_COMMIT, commit_shards="2")
+    assert FAULT_BATCH in batches_at_crash
+    assert verdict.exactly_once, verdict.problems
 
 
 @pytest.mark.parametrize("fault", faults.POINTS)
@@ -79,10 +86,10 @@ def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job, gua
     recovered = job.run(**options)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
 
-    verdict = verify(job.published(), dict.fromkeys(keys, 2), [])
+    verdict = job.verify(dict.fromkeys(keys, 2), [])
     if guarantee == "exactly-once":
         assert verdict.exactly_once, verdict.problems
-        assert (verdict.lost, verdict.duplicated) == (0, 0)
+        assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
     else:
         assert verdict.duplicated > 10_000 and not verdict.exactly_once
 

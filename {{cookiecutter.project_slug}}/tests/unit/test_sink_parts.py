@@ -11,7 +11,7 @@ from {{ cookiecutter.package_name }} import storage
 from {{ cookiecutter.package_name }}.readback import Published
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import StagedFileCorrupt, read_staged, stage
-from {{ cookiecutter.package_name }}.verify import verify
+from {{ cookiecutter.package_name }}.verify import Verdict, verify, verify_batches
 
 
 def staged_rows() -> pa.Table:
@@ -78,3 +78,31 @@ def test_an_unreadable_log_entry_leaves_the_decision_to_the_markers(tmp_path, co
     entry = LogEntry(batch_id=3, status=COMMITTED, transactional_ids=["t-0"], staged=[])
     log.write(entry)
     assert log.read(3) == entry
+
+
+def batches_of_red(*published: tuple[int, int]) -> Verdict:
+    """Input: 6 counted "red" events on partition 0 (offsets 0-5) and one malformed record (offset 6);
+    batches 0, 1, 2 end at offsets 2, 4, 7."""
+    records = [(0, offset, b"red") for offset in range(6)] + [(0, 6, b"oops")]
+    output = Published()
+    output.counts["red"] += list(published)
+    counted = {b"red": "red"}.get
+    verdict = verify(output, {"red": 6}, [])
+    return verify_batches(verdict, output, records, counted, {0: {0: 2}, 1: {0: 4}, 2: {0: 7}})
+
+
+def test_every_intermediate_count_is_checked_batch_by_batch():
+    assert batches_of_red((0, 2), (1, 4), (2, 6)).exactly_once
+
+
+def test_a_skipped_batch_is_caught_although_the_final_count_is_right():
+    verdict = batches_of_red((0, 2), (2, 6))  # batch 1 lost; batch 2 brings the final count right
+    assert verify(Published(counts={"red": [(0, 2), (2, 6)]}), {"red": 6}, []).exactly_once, "the old check passes"
+    assert verdict.missing_updates == 1 and not verdict.exactly_once
+    assert "no record of batch 1" in verdict.problems[0]
+
+
+def test_a_count_published_from_the_wrong_ranges_is_caught():
+    verdict = batches_of_red((0, 2), (1, 5), (2, 6))
+    assert verdict.wrong_counts == 1 and "batch 1: published [5], the input up to that batch says 4" in \
+        verdict.problems[0]

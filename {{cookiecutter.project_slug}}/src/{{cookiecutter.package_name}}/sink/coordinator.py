@@ -11,7 +11,7 @@ on batch N must become visible exactly once, whatever crashes.
             (staged with them), and the batch marker.
     Step 4. Commit it: retry a commit that timed out, abort when the error requires it,
             fail the query when the producer is fenced or fatal.
-    Step 5. Mark the log entry `committed`.
+    Step 5. Mark the log entry `committed`. (Then Spark writes `commits/N`.)
     Step 6. Delete staged files older than the retention.
 
 A new driver's `init_transactions` fences the old one and aborts its open transaction, so a
@@ -161,6 +161,7 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
         entry.status = COMMITTED
         entry.committed_at = time.time()
         log.write(entry)
+        faults.maybe_crash(faults.AFTER_LOG_COMMITTED, batch_id)
     except Exception:
         _forget(settings)
         raise

@@ -28,7 +28,8 @@ AFTER_STAGING = "after_staging"  # every task staged; the coordinator has not st
 AFTER_LOG_ENTRY = "after_log_entry"  # the sink log says prepared; Kafka untouched
 BEFORE_KAFKA_COMMIT = "before_kafka_commit"  # records and marker produced, transaction open
 AFTER_KAFKA_COMMIT = "after_kafka_commit"  # the transaction committed; Spark's commits/N not written
-POINTS = (SINK_TASK, AFTER_STAGING, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT)
+AFTER_LOG_COMMITTED = "after_log_committed"  # the log says committed; staging not cleaned, no commits/N
+POINTS = (SINK_TASK, AFTER_STAGING, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED)
 
 
 def armed_point() -> str | None:
