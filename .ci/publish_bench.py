@@ -46,7 +46,7 @@ def main(run_dir: str) -> None:
         "",
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",
-        f"`{summary}`" if summary else "",
+        f"`{summary}`" if summary and summary not in table else "",  # the table may end with it already
         END,
     ])
     readme = ROOT / "README.md"

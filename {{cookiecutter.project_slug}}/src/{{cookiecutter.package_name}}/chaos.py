@@ -34,6 +34,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -653,13 +654,14 @@ class Chaos:
             inputs, published = self.read_back()
         return self.judge(inputs, published, malformed_values, completed)
 
-    def read_back(self) -> tuple[list[bytes], Any]:
-        """The input topic and what was published, both with read_committed."""
-        from .readback import read_published, read_topic
+    def read_back(self) -> tuple[list[tuple[int, int, bytes | None]], Any]:
+        """The input topic, with each record's partition and offset, and what was published,
+        both with read_committed."""
+        from .readback import read_positions, read_published
 
         for attempt in range(1, 4):
             try:
-                inputs = [value for _key, value in read_topic(self.bootstrap_servers, self.input_topic, timeout=300)]
+                inputs = read_positions(self.bootstrap_servers, self.input_topic, timeout=300)
                 return inputs, read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
             except (RuntimeError, TimeoutError) as error:
                 if attempt == 3:
@@ -668,8 +670,29 @@ class Chaos:
                 time.sleep(10)
         raise AssertionError("unreachable")
 
-    def judge(self, inputs: list[bytes], published: Any, malformed_values: list[bytes], completed: bool) -> int:
-        from .verify import verify
+    def batch_ends(self) -> dict[int, dict[int, int]]:
+        """Where each batch Spark committed ends in the input, from the checkpoint's offset log."""
+        from .checkpoint import committed_batches, input_offsets
+        from .storage import resolve_location
+
+        location = resolve_location(str(self.checkpoint))
+        return {batch: {int(p): end for p, end in input_offsets(location, batch, self.input_topic).items()}
+                for batch in committed_batches(location)}
+
+    def counted_key(self, malformed: set[bytes]) -> Callable[[bytes | None], str | None]:
+        def key_of(value: bytes | None) -> str | None:
+            if value is None or value in malformed:
+                return None
+            key = json.loads(value)[self.key_field]
+            return None if key == EXCLUDED_KEY else key
+
+        return key_of
+
+    def judge(self, positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
+              completed: bool) -> int:
+        from .verify import verify, verify_batches
+
+        inputs = [value for _partition, _offset, value in positioned]
 
         t = self.tally
         malformed_set = set(malformed_values)
@@ -688,11 +711,14 @@ class Chaos:
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
         verdict = verify(published, dict(expected), malformed)
+        # Every intermediate count too, batch by batch (the final counts alone miss a skipped batch).
+        verify_batches(verdict, published, positioned, self.counted_key(malformed_set), self.batch_ends())
         batches = {batch for history in published.counts.values() for batch, _ in history}
         self.say(f"verify (read_committed): {sum(len(h) for h in published.counts.values())} count records "
                  f"for {len(published.counts)} keys over {len(batches)} batches, {len(published.dead_letters)} "
                  f"dead letters ({len(malformed)} malformed records in the input); not_increasing="
-                 f"{verdict.not_increasing}")
+                 f"{verdict.not_increasing} wrong_counts={verdict.wrong_counts} "
+                 f"missing_updates={verdict.missing_updates}")
         for problem in verdict.problems[:10]:
             self.say(f"  problem: {problem}")
         if len(verdict.problems) > 10:
