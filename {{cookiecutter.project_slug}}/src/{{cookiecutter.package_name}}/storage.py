@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from pathlib import Path
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from pyarrow import fs as pafs
 
@@ -22,36 +24,49 @@ def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
 
 
 def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:
-    """Readers see either nothing or the whole file: S3 puts are atomic, elsewhere write
-    a temporary name and rename it. On a local disk the data, then the rename, are forced to
-    the disk (fsync of the file and of its directory) before this returns: the sink reports
-    a file staged, or a log entry written, only once a power loss cannot take it back."""
+    """Readers see either nothing or the whole file (see open_atomic)."""
+    with open_atomic(fs, path) as out:
+        out.write(data)
+
+
+@contextlib.contextmanager
+def open_atomic(fs: pafs.FileSystem, path: str) -> Iterator[BinaryIO]:
+    """A file to write `path` through: readers see either nothing or the whole file. S3 puts
+    are atomic; elsewhere the data goes to a temporary name that is renamed at the end. On a
+    local disk the data, then the rename, are forced to the disk (fsync of the file and of its
+    directory) before this returns: the sink reports a file staged, or a log entry written,
+    only once a power loss cannot take it back. Nothing is left behind if writing fails."""
     parent = path.rsplit("/", 1)[0]
     fs.create_dir(parent, recursive=True)
     if fs.type_name == "s3":
         with fs.open_output_stream(path) as out:
-            out.write(data)
+            yield out
         return
     temporary = f"{path}.tmp-{uuid.uuid4().hex}"
-    if fs.type_name == "local":
-        _write_durably(Path(temporary), Path(path), data)
-        return
-    with fs.open_output_stream(temporary) as out:
-        out.write(data)
-    fs.move(temporary, path)
-
-
-def _write_durably(temporary: Path, path: Path, data: bytes) -> None:
-    with open(temporary, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
     try:
-        os.fsync(directory)
+        if fs.type_name == "local":
+            with open(temporary, "wb") as out:
+                yield out
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, path)
+            _fsync_directory(parent)
+        else:
+            with fs.open_output_stream(temporary) as out:
+                yield out
+            fs.move(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError, FileNotFoundError):
+            fs.delete_file(temporary)
+        raise
+
+
+def _fsync_directory(directory: str) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
     finally:
-        os.close(directory)
+        os.close(descriptor)
 
 
 def read_bytes(fs: pafs.FileSystem, path: str) -> bytes:

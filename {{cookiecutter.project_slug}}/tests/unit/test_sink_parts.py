@@ -106,3 +106,20 @@ def test_a_count_published_from_the_wrong_ranges_is_caught():
     verdict = batches_of_red((0, 2), (1, 5), (2, 6))
     assert verdict.wrong_counts == 1 and "batch 1: published [5], the input up to that batch says 4" in \
         verdict.problems[0]
+
+
+def test_a_task_stages_its_batches_as_they_come(tmp_path):
+    """The sink task passes Spark's batches straight through: nothing holds its whole output."""
+    rows = staged_rows()
+    empty = pa.RecordBatch.from_pylist([], schema=rows.schema)
+    taken: list[int] = []
+
+    def batches():
+        for batch in [*rows.to_batches(max_chunksize=1), empty]:
+            taken.append(batch.num_rows)
+            yield batch
+
+    staged = stage(str(tmp_path), "sink", 8, 0, 1, batches())
+    assert staged.rows == 2 and taken == [1, 1, 0]
+    assert read_staged(str(tmp_path), staged).equals(rows)
+    assert stage(str(tmp_path), "sink", 8, 1, 0, iter([])) is None

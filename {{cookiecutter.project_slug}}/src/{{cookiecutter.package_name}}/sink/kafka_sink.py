@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from ..kafka_client import librdkafka_config
 from . import faults
 from .coordinator import PARTITIONER, SinkSettings, commit_batch
-from .stage import STAGED_SCHEMA, StagedFile, stage
+from .stage import StagedFile, stage
 
 AT_LEAST_ONCE = "at-least-once"
 _MESSAGE_SCHEMA = "path STRING, rows BIGINT, sha256 STRING"
@@ -64,11 +64,8 @@ def _stage_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
 
     def stage_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
-        received = list(batches)
-        rows = pa.Table.from_batches(received) if received else STAGED_SCHEMA.empty_table()
-        message = StagedFile(path="", rows=0, sha256="")
-        if rows.num_rows:
-            message = stage(checkpoint, sink_id, batch_id, context.partitionId(), context.attemptNumber(), rows)
+        message = stage(checkpoint, sink_id, batch_id, context.partitionId(), context.attemptNumber(), batches)
+        message = message or StagedFile(path="", rows=0, sha256="")
         faults.maybe_crash(faults.SINK_TASK, batch_id)
         yield pa.RecordBatch.from_pydict({"path": [message.path], "rows": [message.rows], "sha256": [message.sha256]})
 
