@@ -105,3 +105,37 @@ def test_published_output_reads_back_through_read_committed_only(job):
     producer.flush(30)
     producer.abort_transaction(30)
     assert read_published(job.bootstrap_servers, job.output_topic, job.dead_letter_topic).counts == {}
+
+
+def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job, tmp_path):
+    """A newer instance on the same sink id fences the running job: the fenced one must stop
+    (exit 1, no restart by its restart strategy, which would fence the newer one in turn), and
+    the newer one, on the same checkpoint, finishes the input with nothing lost or doubled."""
+    import threading
+    import time
+
+    from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, SinkSettings
+
+    first = produce_sample(job, count=2000, seed=11, partitions=4)
+    outcome = {}
+    running = threading.Thread(target=lambda: outcome.update(old=job.run(until_idle=40, max_offsets_per_trigger="500")))
+    running.start()
+    commits = job.checkpoint / "commits"
+    deadline = time.monotonic() + 240
+    while not (commits.exists() and any(commits.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert commits.exists() and any(commits.iterdir()), "the job committed no batch"
+    settings = SinkSettings(bootstrap_servers=job.bootstrap_servers, checkpoint=str(job.checkpoint),
+                            sink_id=job.sink_id, transactional_id_prefix="test", marker_topic=job.marker_topic)
+    CommitShard(settings, 0).producer.flush(0)  # a newer instance's init_transactions: the running job is fenced
+    second = produce_sample(job, count=2000, seed=12, partitions=4)
+    running.join(300)
+    old = outcome["old"]
+    assert old.returncode == 1, f"the fenced job did not stop with status 1:\n{old.stdout[-3000:]}"
+    assert "ProducerFenced" in old.stdout and "restarting the query" not in old.stdout, old.stdout[-3000:]
+
+    newer = job.run(max_offsets_per_trigger="500")
+    assert newer.returncode == 0, newer.stdout[-3000:]
+    counts, malformed = merged(first, second)
+    verdict = job.verify(counts, malformed)
+    assert verdict.exactly_once, verdict.problems
