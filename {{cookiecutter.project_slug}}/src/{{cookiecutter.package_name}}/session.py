@@ -21,6 +21,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 CONF_DIR = Path(__file__).with_name("conf")
 IVY_SETTINGS = CONF_DIR / "ivysettings.xml"
 LOG4J2_CONFIG = CONF_DIR / "log4j2.properties"
+ARROW_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
 
 
 def launched_by_spark_submit() -> bool:
@@ -58,6 +59,9 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool 
         .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries; saves two warnings
+        # Arrow batches to the sink tasks: at most 10,000 rows (Spark's default) and at most 16 MiB,
+        # so a batch of large dead letters (64 KiB of raw value each) cannot take 800 MB at once.
+        .config("spark.sql.execution.arrow.maxBytesPerBatch", str(ARROW_MAX_BYTES_PER_BATCH))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

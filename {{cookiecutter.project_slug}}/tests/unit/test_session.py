@@ -46,3 +46,9 @@ def test_spark_submit_runs_the_job_on_the_master_it_was_given(tmp_path):
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert "MASTER=local[1]" in result.stdout, result.stderr[-2000:]
+
+
+def test_arrow_batches_to_the_sink_are_bounded_by_bytes(spark):
+    from {{ cookiecutter.package_name }}.session import ARROW_MAX_BYTES_PER_BATCH
+
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(ARROW_MAX_BYTES_PER_BATCH)
