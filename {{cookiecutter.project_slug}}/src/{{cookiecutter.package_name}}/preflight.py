@@ -86,7 +86,10 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
     planned = checkpoint.planned_batches(location)
     if not planned:
         return  # a new checkpoint: check_sink_identity
-    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka)
+    # Not settled: a crash before the Kafka commit leaves this sink's own transaction open until
+    # the coordinator's init_transactions aborts it; the coordinator reads settled markers then.
+    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka,
+                           settled=False)
     newest = max(markers.values(), default=-1)
     if newest > planned[-1]:
         raise ConfigError(
@@ -109,7 +112,8 @@ def check_sink_identity(config: JobConfig) -> None:
     location = resolve_location(config.checkpoint_location)
     if not checkpoint.is_new(location):
         return
-    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka)
+    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka,
+                           settled=False)
     if markers:
         raise ConfigError(
             "sink_id", f"sink {config.sink_id!r} already published batches up to {max(markers.values())} "

@@ -76,14 +76,17 @@ class MarkersUndecided(TimeoutError):
 
 
 def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mapping[str, str] | None = None,
-                 timeout: float = 30.0) -> dict[int, int]:
+                 timeout: float = 30.0, settled: bool = True) -> dict[int, int]:
     """The last committed batch of every shard of `sink_id`: {shard: batch id}.
 
     A read_committed consumer stops at the last stable offset (LSO): an open transaction of
     another producer on this topic (another sink sharing it, a stuck producer) would hide every
-    marker committed after it, and this sink would publish those batches again. So the markers
-    are read only once the LSO has reached the high watermark seen at the start: every marker
-    committed before this call is then readable. If it does not within `timeout`, fail."""
+    marker committed after it, and this sink would publish those batches again. So, `settled`,
+    the markers are read only once the LSO has reached the high watermark seen at the start:
+    every marker committed before this call is then readable; if it does not within `timeout`,
+    fail. The coordinator reads settled markers after its init_transactions has aborted the
+    previous driver's open transaction (which would otherwise hold the LSO back itself); the
+    start-up checks, which run before that, read what is stable now (`settled=False`)."""
     config = librdkafka_config(bootstrap_servers, client, {
         "group.id": f"marker-reader-{uuid.uuid4().hex}",
         "isolation.level": "read_committed",
@@ -113,7 +116,7 @@ def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mappi
         low, high = snapshot.get_watermark_offsets(partition, timeout=timeout, cached=False)
         if high <= low:
             return markers
-        stable = _wait_for_stable_offset(consumer, partition, high, deadline)
+        stable = _wait_for_stable_offset(consumer, partition, high, deadline) if settled else high
         if stable < high:
             raise MarkersUndecided(
                 f"batch markers in {topic!r}: a transaction of another producer has been open for more "
