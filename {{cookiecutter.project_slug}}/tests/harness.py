@@ -91,12 +91,6 @@ class JobUnderTest:
     def published(self) -> Published:
         return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
 
-    def batch_ends(self) -> dict[int, dict[int, int]]:
-        """Where each batch Spark committed ends in the input: {batch: {partition: end offset}}."""
-        location = str(self.checkpoint)
-        return {batch: {int(p): end for p, end in checkpoint.input_offsets(location, batch, self.input_topic).items()}
-                for batch in checkpoint.committed_batches(location)}
-
     def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes],
                key_field: str = "{{ cookiecutter.key_field }}") -> Verdict:
         """Final counts and dead letters (verify), then every intermediate count batch by batch
@@ -112,7 +106,8 @@ class JobUnderTest:
             return key if key in expected_counts else None
 
         records = read_positions(self.bootstrap_servers, self.input_topic)
-        return verify_batches(verdict, published, records, counted_key, self.batch_ends())
+        return verify_batches(verdict, published, records, counted_key,
+                              checkpoint.batch_ends(str(self.checkpoint), self.input_topic))
 
 
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02

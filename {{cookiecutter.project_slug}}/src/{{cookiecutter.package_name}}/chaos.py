@@ -670,15 +670,6 @@ class Chaos:
                 time.sleep(10)
         raise AssertionError("unreachable")
 
-    def batch_ends(self) -> dict[int, dict[int, int]]:
-        """Where each batch Spark committed ends in the input, from the checkpoint's offset log."""
-        from .checkpoint import committed_batches, input_offsets
-        from .storage import resolve_location
-
-        location = resolve_location(str(self.checkpoint))
-        return {batch: {int(p): end for p, end in input_offsets(location, batch, self.input_topic).items()}
-                for batch in committed_batches(location)}
-
     def counted_key(self, malformed: set[bytes]) -> Callable[[bytes | None], str | None]:
         def key_of(value: bytes | None) -> str | None:
             if value is None or value in malformed:
@@ -690,6 +681,8 @@ class Chaos:
 
     def judge(self, positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
               completed: bool) -> int:
+        from .checkpoint import batch_ends
+        from .storage import resolve_location
         from .verify import verify, verify_batches
 
         inputs = [value for _partition, _offset, value in positioned]
@@ -712,7 +705,8 @@ class Chaos:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
         verdict = verify(published, dict(expected), malformed)
         # Every intermediate count too, batch by batch (the final counts alone miss a skipped batch).
-        verify_batches(verdict, published, positioned, self.counted_key(malformed_set), self.batch_ends())
+        verify_batches(verdict, published, positioned, self.counted_key(malformed_set),
+                       batch_ends(resolve_location(str(self.checkpoint)), self.input_topic))
         batches = {batch for history in published.counts.values() for batch, _ in history}
         self.say(f"verify (read_committed): {sum(len(h) for h in published.counts.values())} count records "
                  f"for {len(published.counts)} keys over {len(batches)} batches, {len(published.dead_letters)} "

@@ -40,5 +40,11 @@ def input_offsets(location: str, batch_id: int, topic: str) -> dict[str, int]:
     return {}
 
 
+def batch_ends(location: str, topic: str) -> dict[int, dict[int, int]]:
+    """Where each batch Spark committed ends in `topic`: {batch: {partition: end offset}}."""
+    return {batch: {int(p): end for p, end in input_offsets(location, batch, topic).items()}
+            for batch in committed_batches(location)}
+
+
 def is_new(location: str) -> bool:
     return not planned_batches(location)

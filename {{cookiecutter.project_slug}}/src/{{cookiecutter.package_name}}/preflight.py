@@ -13,7 +13,7 @@ from . import checkpoint
 from .config import ConfigError, JobConfig
 from .job import event_schema
 from .kafka_client import librdkafka_config
-from .sink.coordinator import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
+from .sink.coordinator import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
 from .sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from .sink.pinned import PinnedSettingChanged, PinnedSettings, check_and_pin
 from .sink.sink_log import SinkLog
@@ -97,8 +97,10 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
             f"already published batch {newest}: the checkpoint is older than the output (restored from a copy?). "
             "Use the checkpoint the job last ran with, or start afresh with a new sink_id and a new checkpoint.")
     entry = SinkLog(location, config.sink_id).read(newest) if newest >= 0 else None
+    if entry is None or not entry.source_offsets:
+        return
     offsets = {"sources": checkpoint.batch_offsets(location, newest)}
-    if entry is not None and entry.source_offsets and entry.source_offsets != offsets:
+    if entry.source_offsets != offsets:
         raise ConfigError(
             "checkpoint_location", f"batch {newest} was published from source offsets {entry.source_offsets}, but "
             f"{location}/offsets/{newest} says {offsets}: the checkpoint is not the one the job published from.")
@@ -127,9 +129,7 @@ def check_transaction_timeout(config: JobConfig, timeout: float = 15.0) -> None:
     accept, or every transaction would be refused at the first batch."""
     if not config.exactly_once:
         return
-    wanted = SinkSettings(bootstrap_servers=config.bootstrap_servers, checkpoint="", sink_id="",
-                          transactional_id_prefix="", marker_topic="",
-                          commit_timeout_seconds=config.commit_timeout_seconds).transaction_timeout_ms
+    wanted = transaction_timeout_ms(config.commit_timeout_seconds)
     admin = AdminClient(librdkafka_config(config.bootstrap_servers, config.kafka))
     try:
         brokers = admin.list_topics(timeout=timeout).brokers

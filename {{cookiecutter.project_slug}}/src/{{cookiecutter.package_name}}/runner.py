@@ -140,14 +140,17 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
                 return
 
 
+# The sink's ProducerFenced reaches the runner as text: the foreachBatch function's Python
+# exception crosses the JVM and comes back inside a StreamingQueryException's message.
+_FENCED = f"{ProducerFenced.__name__}:"
+
+
 def is_fenced(error: Exception) -> bool:
-    """The sink's ProducerFenced reaches the runner as text: the foreachBatch function's Python
-    exception crosses the JVM and comes back inside a StreamingQueryException's message."""
-    return f"{ProducerFenced.__name__}:" in str(error)
+    return _FENCED in str(error)
 
 
 def _first_line(error: Exception) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if "ProducerFenced:" in line]
+    lines = [line.strip() for line in str(error).splitlines() if _FENCED in line]
     return (lines[-1] if lines else str(error).strip().splitlines()[0])[:500]
 
 

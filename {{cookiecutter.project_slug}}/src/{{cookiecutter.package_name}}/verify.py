@@ -67,16 +67,16 @@ def verify_batches(verdict: Verdict, published: Published, records: Iterable[tup
     `counted_key` says which key a value counts for (None: malformed or filtered out)."""
     keyed = [(partition, offset, key) for partition, offset, value in records
              if (key := counted_key(value)) is not None]
-    published_at: dict[tuple[str, int], set[int]] = defaultdict(set)
+    published_in: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     for key, history in published.counts.items():
         for batch, count in history:
-            published_at[(key, batch)].add(count)
+            published_in[batch][key].add(count)
     previous: Counter[str] = Counter()
     for batch in sorted(batch_ends):
         ends = batch_ends[batch]
         expected = Counter(key for partition, offset, key in keyed if offset < ends.get(partition, 0))
-        for key in sorted(set(expected) | {k for k, b in published_at if b == batch}):
-            counts = published_at.get((key, batch))
+        for key in sorted(set(expected) | set(published_in[batch])):
+            counts = published_in[batch].get(key)
             if counts is None:
                 if expected[key] != previous[key]:
                     verdict.missing_updates += 1

@@ -45,6 +45,13 @@ COMMIT_ATTEMPTS_TIMEOUTS = 3
 ABORTED_TRANSACTION_RETRIES = 2
 
 
+def transaction_timeout_ms(commit_timeout_seconds: float) -> int:
+    """Longer than everything one transaction may take (produce and flush, then commit retries:
+    at most COMMIT_ATTEMPTS_TIMEOUTS commit time-outs in all), so the broker never aborts a
+    transaction the coordinator is still working on."""
+    return int(commit_timeout_seconds * (COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)
+
+
 @dataclass(frozen=True)
 class SinkSettings:
     bootstrap_servers: str
@@ -56,13 +63,6 @@ class SinkSettings:
     commit_timeout_seconds: float = 60.0
     staging_retention_batches: int = 2
     client: dict[str, str] = field(default_factory=dict)  # the user's [kafka] settings
-
-    @property
-    def transaction_timeout_ms(self) -> int:
-        """Longer than everything one transaction may take (produce and flush, then commit
-        retries: at most COMMIT_ATTEMPTS_TIMEOUTS commit time-outs in all), so the broker never
-        aborts a transaction the coordinator is still working on."""
-        return int(self.commit_timeout_seconds * (COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)
 
     def transactional_id(self, shard: int) -> str:
         """Stable across restarts: the next driver's producer fences this one's."""
@@ -90,7 +90,7 @@ class CommitShard:
         self.transactional_id = settings.transactional_id(shard)
         self.producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
             "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": settings.transaction_timeout_ms,
+            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 2_000_000,

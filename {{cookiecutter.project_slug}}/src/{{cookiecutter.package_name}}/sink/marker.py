@@ -53,10 +53,10 @@ def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str,
                 if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
         metadata = admin.list_topics(topic, timeout=30)
-    check_marker_topic(admin, topic, len(metadata.topics[topic].partitions))
+    _check_fit(admin, topic, len(metadata.topics[topic].partitions))
 
 
-def check_marker_topic(admin: AdminClient, topic: str, partitions: int) -> None:
+def _check_fit(admin: AdminClient, topic: str, partitions: int) -> None:
     problems = []
     if partitions != 1:
         problems.append(f"it has {partitions} partitions, the markers need exactly 1")
