@@ -49,15 +49,12 @@ BAD_ANSWERS = [
     ("dead_letter_topic", "counts", "must differ from output_topic"),
     ("key_field", "colour-name", "JSON field name"),
     ("key_field", "9lives", "not starting with a digit"),
-    ("filter_expression", "", "it is empty"),
-    ("filter_expression", "color != 'orange", "unclosed quote"),
-    ("filter_expression", "(color = 'red'", "expected )"),
+    ("filter_expression", "", "must not be empty"),
+    ("filter_expression", "  ", "must not be empty"),
+    ("filter_expression", "color = 'red'\nOR true", "must be one line"),
     ("filter_expression", "color = 'red'; DROP TABLE t", "semicolon"),
     ("filter_expression", "color = 'red' -- why", "comments are not allowed"),
     ("filter_expression", "color = /* x */ 'red'", "comments are not allowed"),
-    ("filter_expression", "color = = 'red'", "expected a column, a literal or '('"),
-    ("filter_expression", "color IS 'red'", "expected NULL, TRUE or FALSE after IS"),
-    ("filter_expression", "color IN 'red'", "expected ("),
     ("trigger_interval_seconds", "0", "positive number of seconds"),
     ("trigger_interval_seconds", "-1", "positive number of seconds"),
     ("trigger_interval_seconds", "two", "positive number of seconds"),
@@ -138,19 +135,17 @@ def test_all_problems_are_reported_at_once(default_answers: dict[str, str]) -> N
     "expression",
     [
         "color != 'orange'",
-        "color = 'red' OR color = 'blue'",
-        "color IN ('red', 'blue') AND NOT size < 3",
-        "color NOT IN ('x') and size BETWEEN 1 AND 10",
-        "color IS NOT NULL AND lower(color) LIKE 'bl%'",
-        "color RLIKE '^b' OR (size >= 2.5e1 AND size <> 7)",
-        "payload.color == \"red\"",
-        "`odd name` = 'it''s; -- not a comment'",
-        "size % 2 = 0 AND -size < +3 OR color || 'x' <=> 'redx'",
-        "true",
+        "CAST(color AS INT) > 3",
+        "CASE WHEN color = 'red' THEN true ELSE color ILIKE 'b%' END",
+        "split(color, '-')[0] = 'dark'",
+        "color IN ('a;b', 'c--d', '/*e*/') AND `odd;name` IS NULL",
+        "color = \"it's\" OR color RLIKE '^b'",
     ],
 )
-def test_common_filters_parse(expression: str) -> None:
-    pre_gen.parse_filter(expression)
+def test_the_hook_leaves_spark_sql_to_spark(expression: str, default_answers: dict[str, str]) -> None:
+    """Valid Spark SQL beyond any hand-written subset passes; the rendered project's own unit
+    test checks the answer with Spark's analyzer (tests/unit/test_filter.py)."""
+    assert pre_gen.problems({**default_answers, "filter_expression": expression}) == []
 
 
 def test_the_post_generation_hook_records_the_public_answers(rendered_default: Path) -> None:

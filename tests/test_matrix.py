@@ -49,6 +49,9 @@ CUSTOM = {
     "delivery_guarantee": "at-least-once",
     "checkpoint_location": "hdfs://namenode:8020/tally/checkpoints",
 }
+# The answers that change what the job does, all changed, with a checkpoint the job can write here:
+# its integration smoke test must pass as it does for the defaults (expectations follow the answers).
+SMOKE = {**CUSTOM, "checkpoint_location": "checkpoints"}
 UNIT_TEST_CELLS = {
     **{name: CELLS[name] for name in CELLS if "gha_yes-deploy_yes" in name},
     "custom-names": CUSTOM,
@@ -151,3 +154,22 @@ def test_rendered_unit_tests_pass(cell: str, renderings: dict[str, Path], projec
         cwd=project, env=env, capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+
+
+def test_a_rendering_with_every_answer_changed_passes_its_pipeline_smoke_test(
+    tmp_path: Path, project_python: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One pipeline run on a real Kafka (the rendered tests provide it, as in `make test`), checked
+    by the independent reader: other key field, filter, topics, guarantee and TTL than the defaults."""
+    project = render(tmp_path, **SMOKE)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
+    env["PYTHONPATH"] = str(project / "src")
+    with capsys.disabled():
+        print(f"\n=== smoke test of a rendering with every answer changed: {project}", flush=True)
+    result = subprocess.run(
+        [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/integration/test_pipeline.py::test_counts_over_several_partitions_are_exact"],
+        cwd=project, env=env, capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "1 passed" in result.stdout, result.stdout[-3000:]

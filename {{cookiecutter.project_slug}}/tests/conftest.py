@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness import JobUnderTest
+from harness import CONFIG, JobUnderTest
 
 from {{ cookiecutter.package_name }}.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
+from {{ cookiecutter.package_name }}.sample import Keep, spark_filter
+from {{ cookiecutter.package_name }}.session import spark_session
 
 
 @pytest.fixture(scope="session")
@@ -51,8 +53,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture(scope="session")
+def event_filter() -> Iterator[Keep]:
+    """The configured filter (the template's answer), evaluated by a local Spark in batch mode:
+    the expected counts follow the rendered configuration, not a hard-coded key."""
+    spark = spark_session("expected-counts", "local[1]", shuffle_partitions=1)
+    yield spark_filter(spark, CONFIG.filter, CONFIG.schema)
+    spark.stop()
+
+
 @pytest.fixture
-def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path) -> JobUnderTest:
+def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path, event_filter: Keep) -> JobUnderTest:
     """A job wired to fresh input (4 partitions), output and dead-letter topics."""
     return JobUnderTest(
         bootstrap_servers=kafka.bootstrap_servers,
@@ -60,4 +71,5 @@ def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path) -> Jo
         input_topic=new_topic("events", partitions=4),
         output_topic=new_topic("counts", partitions=2),
         dead_letter_topic=new_topic("dead", partitions=1),
+        keep=event_filter,
     )

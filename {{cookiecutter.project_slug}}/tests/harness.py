@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.readback import Published, read_positions, read_published
-from {{ cookiecutter.package_name }}.sample import SampleInput, make_events, produce
+from {{ cookiecutter.package_name }}.sample import Keep, SampleInput, as_key, configured_sample, produce
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.verify import Verdict, verify, verify_batches
 
 PACKAGE = "{{ cookiecutter.package_name }}"
+# What the tests run: the rendered defaults (the template's answers), the filter and key field included.
+CONFIG = JobConfig()
 
 
 @dataclass
@@ -28,9 +31,11 @@ class JobUnderTest:
     input_topic: str
     output_topic: str
     dead_letter_topic: str
-    guarantee: str = "exactly-once"
+    keep: Keep  # the configured filter, evaluated apart from the job (sample.spark_filter)
+    guarantee: str = CONFIG.delivery_guarantee  # the crash tests pin the one they prove
     options: dict[str, str] = field(default_factory=dict)
     runs: int = 0
+    counted_values: set[bytes] = field(default_factory=set)  # every produced event the filter keeps
 
     def __post_init__(self) -> None:
         suffix = uuid.uuid4().hex[:8]
@@ -91,19 +96,16 @@ class JobUnderTest:
     def published(self) -> Published:
         return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
 
-    def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes],
-               key_field: str = "{{ cookiecutter.key_field }}") -> Verdict:
+    def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes]) -> Verdict:
         """Final counts and dead letters (verify), then every intermediate count batch by batch
         against the input read back with its offsets (verify_batches)."""
         published = self.published()
         verdict = verify(published, expected_counts, malformed_values)
-        malformed = set(malformed_values)
 
         def counted_key(value: bytes | None) -> str | None:
-            if value is None or value in malformed:
+            if value is None or value not in self.counted_values:
                 return None
-            key = json.loads(value)[key_field]
-            return key if key in expected_counts else None
+            return as_key(json.loads(value)[CONFIG.key_field])
 
         records = read_positions(self.bootstrap_servers, self.input_topic)
         return verify_batches(verdict, published, records, counted_key,
@@ -112,8 +114,10 @@ class JobUnderTest:
 
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02
                    ) -> SampleInput:
-    sample = make_events(count, seed, malformed_rate=malformed_rate)
+    """Events of the configured schema, keys on both sides of the configured filter."""
+    sample = configured_sample(CONFIG, job.keep, count, seed, malformed_rate)
     produce(job.bootstrap_servers, job.input_topic, sample.values, partitions=partitions)
+    job.counted_values |= sample.counted_values
     return sample
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 GUARANTEES = ("exactly-once", "at-least-once")
-EXCLUDED_KEY = "orange"  # sample.make_events leaves it out of the expected counts; the run's filter drops it
+EXCLUDED_KEY = "orange"  # the run's own filter drops it, whatever the configured one
 WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker")
 KILL = "kill"  # a run that ends with an external SIGKILL of the driver's process group
 WORKER, BROKER = "worker", "broker"  # disruptions inside a run
@@ -599,12 +599,17 @@ class Chaos:
 
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
+        from .config import JobConfig
         from .sample import COLORS, make_events
 
         profile = self.profile
         keys = COLORS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(COLORS)))]
-        sample = make_events(profile.events, self.seed, self.key_field, profile.malformed_rate, keys=keys,
-                             excluded=EXCLUDED_KEY)
+        schema = {**JobConfig().schema, self.key_field: "string"}
+
+        def keep(events: list[dict]) -> list[bool]:  # the run's own filter (options())
+            return [event[self.key_field] != EXCLUDED_KEY for event in events]
+
+        sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys)
         plans = make_plan(profile, self.rng)
         self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
                  f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "

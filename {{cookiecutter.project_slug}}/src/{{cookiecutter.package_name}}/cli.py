@@ -57,10 +57,16 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
-    from .sample import make_events, produce
+    from .sample import configured_sample, produce, spark_filter
+    from .session import spark_session
 
     config = _config(args)
-    sample = make_events(args.count, args.seed, config.key_field, args.malformed_rate)
+    spark = spark_session("sample-expected-counts", "local[1]", shuffle_partitions=1)  # evaluates the filter
+    try:
+        sample = configured_sample(config, spark_filter(spark, config.filter, config.schema), args.count, args.seed,
+                                   args.malformed_rate)
+    finally:
+        spark.stop()
     produce(config.bootstrap_servers, config.input_topic, sample.values, client=config.kafka)
     print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); expected counts:")
     print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))

@@ -13,7 +13,7 @@ from pathlib import Path
 from .config import DEFAULT_CONFIG_PATH, load_config
 from .kafka_local import daemon
 from .readback import read_published
-from .sample import make_events, produce
+from .sample import configured_sample, produce, spark_filter
 from .topics import create_topics
 
 log = logging.getLogger(__name__)
@@ -39,12 +39,14 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
     try:
         for line in create_topics(config, partitions=4):
             print(line)
-        sample = make_events(count, seed=7, key_field=config.key_field, malformed_rate=0.01)
-        produce(config.bootstrap_servers, config.input_topic, sample.values)
-        print(f"produced {count} events ({sample.malformed} malformed) to {config.input_topic}")
         started = time.monotonic()
         spark = spark_session(config)
         try:
+            # The expected counts: the configured filter evaluated by Spark SQL on the events, apart from the job.
+            keep = spark_filter(spark, config.filter, config.schema)
+            sample = configured_sample(config, keep, count, seed=7, malformed_rate=0.01)
+            produce(config.bootstrap_servers, config.input_topic, sample.values)
+            print(f"produced {count} events ({sample.malformed} malformed) to {config.input_topic}")
             run(spark, config, until_idle_batches=3)
         finally:
             spark.stop()

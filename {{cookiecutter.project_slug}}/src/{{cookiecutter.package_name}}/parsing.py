@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 REASON = "dead_letter_reason"
 SOURCE_COLUMNS = ("topic", "partition", "offset")
 
-_SPARK_TYPES = {"string": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
+SPARK_TYPES = {"string": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
 # JSON whitespace (RFC 8259) before the first character of the document.
 _LEADING_SPACE = r"^[ \t\r\n]*"
 
@@ -29,7 +29,7 @@ class EventSchema:
 
     def spark_ddl(self) -> str:
         """The parsed event: its fields, the dead-letter reason, the source coordinates, the raw value."""
-        names = [f"`{name}` {_SPARK_TYPES[kind]}" for name, kind in self.fields.items()]
+        names = [f"`{name}` {SPARK_TYPES[kind]}" for name, kind in self.fields.items()]
         return ", ".join(
             [*names, f"{REASON} STRING", "topic STRING", "partition INT", "offset BIGINT", "raw_value BINARY"]
         )
@@ -107,7 +107,7 @@ def _path(name: str) -> str:
 
 def _typed(field: Column, kind: str) -> Column:
     # try_: a JSON null gives SQL null; the type itself was checked by dead_letter_reason.
-    return F.try_variant_get(field, "$", _SPARK_TYPES[kind])
+    return F.try_variant_get(field, "$", SPARK_TYPES[kind])
 
 
 def _has_type(found: Column, kind: str) -> Column:

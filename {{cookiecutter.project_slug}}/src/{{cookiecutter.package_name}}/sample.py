@@ -5,23 +5,46 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Producer
 
 from .kafka_client import librdkafka_config
+from .parsing import SPARK_TYPES as _SPARK_TYPES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .config import JobConfig
 
 COLORS = ["red", "green", "blue", "orange", "yellow", "purple", "black", "white"]
-MALFORMED = [
-    b"{not json", b"[1, 2, 3]", b'{"size": 3}', b'{"color": 42}', b"\xff\xfe", b"",
-    b'{"color": "\\ud800"}',  # a lone surrogate escape
-    b'{"color": "\xed\xa0\x80"}',  # a surrogate's raw bytes: invalid UTF-8
-    b"[" * 1000,  # deep nesting, never closed
-    b'{"color": "red"} trailing',
-    b'{"color": "red", "n": 1} {"color": "blue"}x',
-]
+
+
+def malformed_values(key_field: str) -> list[bytes]:
+    """Records the job must turn into dead letters, whatever the schema: not JSON, not an
+    object, no key, a key of no schema type, invalid text, trailing content, deep nesting."""
+    key = json.dumps(key_field).encode()
+    return [
+        b"{not json", b"[1, 2, 3]", b'{"' + b"not_" + key[1:] + b": 3}", b"{" + key + b': {"nested": 1}}',
+        b"\xff\xfe", b"",
+        b"{" + key + b': "\\ud800"}',  # a lone surrogate escape
+        b"{" + key + b': "\xed\xa0\x80"}',  # a surrogate's raw bytes: invalid UTF-8
+        b"[" * 1000,  # deep nesting, never closed
+        b"{" + key + b': "red"} trailing',
+        b"{" + key + b': "red", "n": 1} {' + key + b': "blue"}x',
+    ]
+
+
+Event = dict[str, object]
+# Which of these events the job's filter keeps, one flag per event.
+Keep = Callable[[list[Event]], list[bool]]
+# Key values per key type; a sample also uses every literal of the filter that fits the type.
+_KEYS: dict[str, list[object]] = {"string": list(COLORS), "int": list(range(1, 9)),
+                                  "float": [0.5, 1.5, 2.5, 4.0], "bool": [True, False]}
 
 
 @dataclass
@@ -29,31 +52,97 @@ class SampleInput:
     values: list[bytes] = field(default_factory=list)
     expected_counts: Counter[str] = field(default_factory=Counter)
     malformed_values: list[bytes] = field(default_factory=list)
+    counted_values: set[bytes] = field(default_factory=set)  # the good events the filter keeps
 
     @property
     def malformed(self) -> int:
         return len(self.malformed_values)
 
 
-def make_events(count: int, seed: int, key_field: str = "{{ cookiecutter.key_field }}",
-                malformed_rate: float = 0.0, keys: list[str] | None = None,
-                excluded: str = "orange") -> SampleInput:
-    """`count` events with skewed keys (the first keys are far more frequent); a share of
-    malformed records; the expected counts leave out `excluded`, as the default filter does."""
+def sample_keys(key_type: str, filter_expression: str) -> list[object]:
+    """The key values a sample draws from: a fixed set, plus the filter's literals of the key's
+    type, so that a typical filter (`color != 'orange'`, `kind NOT IN ('test')`) has events on
+    both of its sides."""
+    keys = list(_KEYS[key_type])
+    if key_type == "string":
+        literals: list[object] = [m.replace("''", "'") for m in re.findall(r"'((?:[^']|'')*)'", filter_expression)]
+    elif key_type == "int":
+        literals = [int(m) for m in re.findall(r"(?<![\w.])(-?[0-9]+)(?![\w.])", filter_expression)]
+    else:
+        literals = []
+    return keys + [value for value in dict.fromkeys(literals) if value not in keys]
+
+
+def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str, keep: Keep,
+                malformed_rate: float = 0.0, keys: list[object] | None = None) -> SampleInput:
+    """`count` events of the schema, keys skewed (the first keys are far more frequent), a share
+    of malformed records. The expected counts are those of the events that `keep` (the job's
+    filter, evaluated apart from the job: `spark_filter`) lets through."""
     rng = random.Random(seed)
-    keys = keys or COLORS
+    keys = keys or list(_KEYS[schema[key_field]])
     weights = [1.0 / (rank + 1) for rank in range(len(keys))]
     sample = SampleInput()
+    malformed = malformed_values(key_field)
+    events: list[tuple[Event, bytes]] = []
     for i in range(count):
         if malformed_rate and rng.random() < malformed_rate:
-            sample.values.append(MALFORMED[i % len(MALFORMED)])
-            sample.malformed_values.append(MALFORMED[i % len(MALFORMED)])
+            sample.values.append(malformed[i % len(malformed)])
+            sample.malformed_values.append(malformed[i % len(malformed)])
             continue
-        key = rng.choices(keys, weights)[0]
-        sample.values.append(json.dumps({key_field: key, "seq": i}).encode())
-        if key != excluded:
-            sample.expected_counts[key] += 1
+        event: Event = {name: _value(rng, kind) for name, kind in schema.items() if name != key_field}
+        event[key_field] = rng.choices(keys, weights)[0]
+        event.setdefault("seq", i)  # not in the schema unless a team adds it: the job ignores it
+        value = json.dumps(event).encode()
+        sample.values.append(value)
+        events.append((event, value))
+    for (event, value), kept in zip(events, keep([event for event, _ in events]), strict=True):
+        if kept:
+            sample.expected_counts[as_key(event[key_field])] += 1
+            sample.counted_values.add(value)
     return sample
+
+
+def configured_sample(config: JobConfig, keep: Keep, count: int, seed: int, malformed_rate: float = 0.0
+                      ) -> SampleInput:
+    """A sample for the job as configured: its schema, its key field, keys on both sides of its filter."""
+    keys = sample_keys(config.schema[config.key_field], config.filter)
+    return make_events(count, seed, config.schema, config.key_field, keep, malformed_rate, keys)
+
+
+def keep_all(events: list[Event]) -> list[bool]:
+    return [True] * len(events)
+
+
+def spark_filter(spark: SparkSession, filter_expression: str, schema: Mapping[str, str]) -> Keep:
+    """The job's filter as a `Keep`, evaluated by Spark SQL in a batch query on the events'
+    typed fields: the filter's own semantics, none of the job's streaming pipeline."""
+
+    def keep(events: list[Event]) -> list[bool]:
+        if not events:
+            return []
+        columns = ", ".join(f"`{name}` {_SPARK_TYPES[kind]}" for name, kind in schema.items())
+        rows = [(i, *(event.get(name) for name in schema)) for i, event in enumerate(events)]
+        frame = spark.createDataFrame(rows, f"`_position` BIGINT, {columns}")
+        kept = {row[0] for row in frame.where(filter_expression).select("_position").collect()}
+        return [i in kept for i in range(len(events))]
+
+    return keep
+
+
+def _value(rng: random.Random, kind: str) -> object:
+    """A field that is not the key: a small range of values, so that filters on it select some."""
+    if kind == "string":
+        return rng.choice(["a", "b", "c"])
+    if kind == "int":
+        return rng.randint(0, 9)
+    if kind == "float":
+        return round(rng.uniform(0, 10), 2)
+    return rng.random() < 0.5
+
+
+def as_key(value: object) -> str:
+    """The key as the job writes it (Spark's cast to string)."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
 def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int | None = None,

@@ -33,10 +33,13 @@ def print_status(config: JobConfig, batches: int = 5) -> None:
     for batch_id in committed[-batches:]:
         last_offsets = checkpoint.input_offsets(location, batch_id, config.input_topic)
         print(f"  batch {batch_id}: source end offsets {last_offsets}")
-    print(f"sink {config.sink_id!r} ({config.delivery_guarantee}) log:")
-    for entry in SinkLog(location, config.sink_id).latest(batches):
-        print(f"  batch {entry.batch_id}: {entry.status}, {entry.records} records, "
-              f"transactional ids {entry.transactional_ids}")
+    if config.exactly_once:
+        print(f"sink {config.sink_id!r} ({config.delivery_guarantee}) log:")
+        for entry in SinkLog(location, config.sink_id).latest(batches):
+            print(f"  batch {entry.batch_id}: {entry.status}, {entry.records} records, "
+                  f"transactional ids {entry.transactional_ids}")
+    else:  # its tasks produce straight to Kafka: Spark's commit log above is the only record
+        print(f"sink {config.sink_id!r} ({config.delivery_guarantee}): no sink log")
     try:
         lag = input_lag(config, last_offsets)
         print(f"input lag per partition of {config.input_topic}: {lag} (total {sum(lag.values())})")

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness import JobUnderTest, merged, produce_sample
 
 from {{ cookiecutter.package_name }}.kafka_local import KafkaHandle, LocalKafkaBroker, sasl
+from {{ cookiecutter.package_name }}.sample import Keep
 from {{ cookiecutter.package_name }}.verify import verify
 
 pytestmark = pytest.mark.integration
@@ -34,19 +35,20 @@ def sasl_broker(kafka: KafkaHandle, tmp_path_factory: pytest.TempPathFactory) ->
         broker.stop()
 
 
-def _job(bootstrap: str, tmp_path: Path) -> JobUnderTest:
+def _job(bootstrap: str, tmp_path: Path, keep: Keep) -> JobUnderTest:
     names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [NewTopic(name, 2 if kind == "events" else 1, 1) for kind, name in names.items()]
     for future in admin.create_topics(topics).values():
         future.result(30)
     return JobUnderTest(bootstrap_servers=bootstrap, workdir=tmp_path, input_topic=names["events"],
-                        output_topic=names["counts"], dead_letter_topic=names["dead"])
+                        output_topic=names["counts"], dead_letter_topic=names["dead"], keep=keep,
+                        guarantee="exactly-once")
 
 
-def test_the_job_runs_through_a_sasl_listener_exactly_once(sasl_broker, tmp_path):
+def test_the_job_runs_through_a_sasl_listener_exactly_once(sasl_broker, tmp_path, event_filter):
     plaintext, secured = sasl_broker
-    job = _job(plaintext, tmp_path)
+    job = _job(plaintext, tmp_path, event_filter)
     sample = produce_sample(job, count=1500, seed=5, partitions=2)
     job.bootstrap_servers = secured  # from here on the job sees only the SASL listener
     settings = {f"kafka.{name}": value for name, value in sasl.client_settings().items()}
@@ -61,18 +63,18 @@ def test_the_job_runs_through_a_sasl_listener_exactly_once(sasl_broker, tmp_path
     assert verdict.exactly_once, verdict.problems
 
 
-def test_without_the_client_settings_the_sasl_listener_refuses_the_job_at_start_up(sasl_broker, tmp_path):
+def test_without_the_client_settings_the_sasl_listener_refuses_the_job_at_start_up(sasl_broker, tmp_path, event_filter):
     plaintext, secured = sasl_broker
-    job = _job(plaintext, tmp_path)
+    job = _job(plaintext, tmp_path, event_filter)
     job.bootstrap_servers = secured
     result = job.run(timeout=120)
     assert result.returncode != 0
     assert "configuration option 'bootstrap_servers'" in result.stdout, result.stdout[-3000:]
 
 
-def test_a_wrong_password_fails_at_start_up(sasl_broker, tmp_path):
+def test_a_wrong_password_fails_at_start_up(sasl_broker, tmp_path, event_filter):
     plaintext, secured = sasl_broker
-    job = _job(plaintext, tmp_path)
+    job = _job(plaintext, tmp_path, event_filter)
     job.bootstrap_servers = secured
     settings = {f"kafka.{name}": value for name, value in sasl.client_settings().items()}
     settings["kafka.sasl.password"] = "wrong"

@@ -85,15 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := sorted(set(variants) - set(VARIANTS)):
         raise SystemExit(f"stages: unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
 
+    from ..config import JobConfig
     from ..kafka_local import provide_kafka
-    from ..sample import make_events, produce
+    from ..sample import COLORS, keep_all, make_events, produce
     from .workload import create_topics
 
     results: dict[str, list[list[dict]]] = {variant: [] for variant in variants}
     with tempfile.TemporaryDirectory(prefix="stages-") as scratch, provide_kafka(Path(scratch)) as kafka:
         topic = f"stages-{uuid.uuid4().hex[:8]}"
         create_topics(kafka.bootstrap_servers, {topic: args.partitions, f"{topic}-out": 2, f"{topic}-dead": 1})
-        sample = make_events(args.events, seed=7)
+        config = JobConfig()  # only times are measured: the expected counts are not needed
+        sample = make_events(args.events, 7, config.schema, config.key_field, keep_all, keys=list(COLORS))
         produce(kafka.bootstrap_servers, topic, sample.values, partitions=args.partitions)
         print(f"stages: {args.events} events over {args.partitions} partitions, at most {args.max_per_batch} "
               f"per batch, {args.rounds} round(s)", flush=True)
