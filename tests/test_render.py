@@ -12,9 +12,9 @@ EXPECTED_FILES = {
     "pyproject.toml",
     "src/color_counts/__init__.py",
     "src/color_counts/cli.py",
-    "src/color_counts/kafka_local/__init__.py",
-    "src/color_counts/kafka_local/process.py",
-    "src/color_counts/kafka_local/pom.xml",
+    "src/color_counts/devtools/kafka_local/__init__.py",
+    "src/color_counts/devtools/kafka_local/process.py",
+    "src/color_counts/devtools/kafka_local/pom.xml",
     "tests/conftest.py",
     "tests/integration/test_broker_transactions.py",
 }

@@ -35,10 +35,17 @@ PACKAGES+=",org.apache.hadoop:hadoop-aws:${HADOOP_VERSION}"
 EXTRA_CONF+=(--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)
 {%- endif %}
 
-# The job's package, shipped to the executors.
+# The job's package, shipped to the executors; the tooling wing (devtools/) stays behind.
 mkdir -p build/deploy
-rm -f build/deploy/{{ cookiecutter.package_name }}.zip
-"$PYTHON" -m zipfile -c build/deploy/{{ cookiecutter.package_name }}.zip src/{{ cookiecutter.package_name }}
+"$PYTHON" - build/deploy/{{ cookiecutter.package_name }}.zip src {{ cookiecutter.package_name }} <<'PY'
+import pathlib, sys, zipfile
+out, root, package = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+    for path in sorted((root / package).rglob("*")):
+        parts = path.relative_to(root).parts
+        if path.is_file() and parts[1:2] != ("devtools",) and "__pycache__" not in parts:
+            archive.write(path, path.relative_to(root))
+PY
 
 export {{ cookiecutter.package_name | upper }}_CHECKPOINT_LOCATION="$CHECKPOINT_LOCATION"
 export {{ cookiecutter.package_name | upper }}_SPARK_MASTER="$SPARK_MASTER"

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import CONFIG, JobUnderTest
 
-from {{ cookiecutter.package_name }}.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
-from {{ cookiecutter.package_name }}.sample import Keep, spark_filter
+from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
+from {{ cookiecutter.package_name }}.devtools.sample import Keep, spark_filter
 from {{ cookiecutter.package_name }}.session import spark_session
 
 

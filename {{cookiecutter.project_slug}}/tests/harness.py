@@ -14,10 +14,10 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.readback import Published, read_positions, read_published
-from {{ cookiecutter.package_name }}.sample import Keep, SampleInput, as_key, configured_sample, produce
+from {{ cookiecutter.package_name }}.devtools.readback import Published, read_positions, read_published
+from {{ cookiecutter.package_name }}.devtools.sample import Keep, SampleInput, as_key, configured_sample, produce
+from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify, verify_batches
 from {{ cookiecutter.package_name }}.sink import faults
-from {{ cookiecutter.package_name }}.verify import Verdict, verify, verify_batches
 
 PACKAGE = "{{ cookiecutter.package_name }}"
 # What the tests run: the rendered defaults (the template's answers), the filter and key field included.

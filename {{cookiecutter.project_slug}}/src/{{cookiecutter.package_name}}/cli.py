@@ -11,9 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from .config import DEFAULT_CONFIG_PATH, ConfigError, JobConfig, load_config, masked
-from .kafka_local import KafkaUnavailable, daemon
-from .runner import GaveUp
+from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
+from .errors import ConfigError, GaveUp, KafkaUnavailable
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
@@ -57,7 +56,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
-    from .sample import configured_sample, produce, spark_filter
+    from .devtools.sample import configured_sample, produce, spark_filter
     from .session import spark_session
 
     config = _config(args)
@@ -88,12 +87,14 @@ def _show_config(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from .devtools.demo import run_demo
 
     return run_demo(Path(args.workdir), args.count, keep_kafka=args.keep_kafka)
 
 
 def _kafka(args: argparse.Namespace) -> int:
+    from .devtools.kafka_local import daemon
+
     if args.action == "up":
         daemon.up(Path(args.workdir))
     else:
@@ -102,10 +103,10 @@ def _kafka(args: argparse.Namespace) -> int:
 
 
 def _tool_module(name: str):
-    """`chaos` and `bench` live in modules of their own, imported only when used."""
+    """`chaos` and `bench` live in the tooling wing, imported only when used."""
     import importlib
 
-    return importlib.import_module(f".{name}", __package__)
+    return importlib.import_module(f".devtools.{name}", __package__)
 
 
 def _tool(name: str):

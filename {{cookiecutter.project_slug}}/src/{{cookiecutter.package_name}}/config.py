@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
 from .kafka_client import java_client_options
 
 DEFAULT_CONFIG_PATH = Path("job.toml")
@@ -20,14 +21,6 @@ GUARANTEES = ("exactly-once", "at-least-once")
 RESTART_STRATEGIES = ("none", "fixed-delay", "exponential-backoff", "failure-rate")
 FIELD_TYPES = ("string", "int", "float", "bool")
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-class ConfigError(ValueError):
-    """A bad configuration value; the message starts with the option's name."""
-
-    def __init__(self, option: str, problem: str) -> None:
-        super().__init__(f"configuration option '{option}': {problem}")
-        self.option = option
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from .output_records import encode, for_batch
 from .parsing import REASON, EventSchema, parse_records
 from .session import spark_session as new_session
 from .sink import KafkaSink
-from .sink.coordinator import SinkSettings
+from .sink.settings import SinkSettings
 from .storage import resolve_location
 
 # A source task whose range ends at a transaction marker (every batch that catches up with a

@@ -13,9 +13,9 @@ from . import checkpoint
 from .config import ConfigError, JobConfig
 from .job import event_schema
 from .kafka_client import librdkafka_config
-from .sink.coordinator import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
 from .sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from .sink.pinned import PinnedSettingChanged, PinnedSettings, check_and_pin
+from .sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
 from .sink.sink_log import SinkLog
 from .storage import resolve_location
 

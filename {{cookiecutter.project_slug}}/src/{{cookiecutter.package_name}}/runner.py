@@ -16,20 +16,11 @@ from pyspark.sql.streaming import StreamingQuery
 
 from . import preflight
 from .config import JobConfig
+from .errors import Fenced, GaveUp
 from .job import build_query
 from .sink.coordinator import ProducerFenced
 
 log = logging.getLogger(__name__)
-
-
-class GaveUp(RuntimeError):
-    """The restart strategy allows no more restarts."""
-
-
-class Fenced(GaveUp):
-    """Another job (or a newer instance of this one) took over the sink's transactional ids.
-    Restarting would fence it in turn, and the two would take the sink from each other for as
-    long as both run: this job stops instead, whatever the restart strategy."""
 
 
 @dataclass

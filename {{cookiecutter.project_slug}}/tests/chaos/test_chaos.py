@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from {{ cookiecutter.package_name }} import chaos
+from {{ cookiecutter.package_name }}.devtools import chaos
 from {{ cookiecutter.package_name }}.sink import faults
 
 pytestmark = pytest.mark.chaos

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from {{ cookiecutter.package_name }}.readback import read_topic
+from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
-from {{ cookiecutter.package_name }}.readback import read_topic
-from {{ cookiecutter.package_name }}.sink import coordinator, faults
-from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, ProducerFenced, RecordRejected, SinkSettings, publish
+from {{ cookiecutter.package_name }}.devtools.readback import read_topic
+from {{ cookiecutter.package_name }}.sink import coordinator, faults, producers
+from {{ cookiecutter.package_name }}.sink.coordinator import ProducerFenced, RecordRejected, publish
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_markers
+from {{ cookiecutter.package_name }}.sink.producers import CommitShard
+from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, stage
 
@@ -25,7 +27,7 @@ def settings_for(kafka, tmp_path, new_topic, sink_id: str) -> SinkSettings:
     return SinkSettings(
         bootstrap_servers=kafka.bootstrap_servers, checkpoint=str(tmp_path / "checkpoint"), sink_id=sink_id,
         transactional_id_prefix="test", marker_topic=new_topic("markers", config={"cleanup.policy": "compact"}),
-        commit_timeout_seconds=30,
+        shards=1, commit_timeout_seconds=30, staging_retention_batches=2, client={},
     )
 
 
@@ -89,7 +91,7 @@ def test_a_rerun_after_the_kafka_commit_publishes_nothing(kafka, new_topic, tmp_
     entry.status, entry.committed_at = PREPARED, None
     log.fs.delete_file(f"{log.directory}/0.json")
     log.write(entry)
-    coordinator._forget(settings)  # as after a driver restart: new producer, marker read again
+    producers.reset(settings)  # as after a driver restart: new producer, marker read again
     rerun = coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
     assert rerun is not None and rerun.status == COMMITTED
     assert batch_ids_visible(kafka, output) == [0] * 100

@@ -8,7 +8,7 @@ import os
 import pytest
 from confluent_kafka import Producer
 
-from {{ cookiecutter.package_name }}.readback import read_topic
+from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ import pytest
 from harness import merged, produce_sample
 
 from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.readback import read_published
-from {{ cookiecutter.package_name }}.sample import produce
+from {{ cookiecutter.package_name }}.devtools.readback import read_published
+from {{ cookiecutter.package_name }}.devtools.sample import produce
 from {{ cookiecutter.package_name }}.sink import faults
 
 pytestmark = pytest.mark.integration
@@ -122,7 +122,8 @@ def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job
     import threading
     import time
 
-    from {{ cookiecutter.package_name }}.sink.coordinator import CommitShard, SinkSettings
+    from {{ cookiecutter.package_name }}.sink.producers import CommitShard
+    from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 
     first = produce_sample(job, count=2000, seed=11, partitions=4)
     outcome = {}
@@ -134,7 +135,8 @@ def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job
         time.sleep(0.5)
     assert commits.exists() and any(commits.iterdir()), "the job committed no batch"
     settings = SinkSettings(bootstrap_servers=job.bootstrap_servers, checkpoint=str(job.checkpoint),
-                            sink_id=job.sink_id, transactional_id_prefix="test", marker_topic=job.marker_topic)
+                            sink_id=job.sink_id, transactional_id_prefix="test", marker_topic=job.marker_topic,
+                            shards=1, commit_timeout_seconds=30, staging_retention_batches=2, client={})
     CommitShard(settings, 0).producer.flush(0)  # a newer instance's init_transactions: the running job is fenced
     second = produce_sample(job, count=2000, seed=12, partitions=4)
     running.join(300)

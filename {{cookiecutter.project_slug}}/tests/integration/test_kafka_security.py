@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import JobUnderTest, merged, produce_sample
 
-from {{ cookiecutter.package_name }}.kafka_local import KafkaHandle, LocalKafkaBroker, sasl
-from {{ cookiecutter.package_name }}.sample import Keep
-from {{ cookiecutter.package_name }}.verify import verify
+from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaHandle, LocalKafkaBroker, sasl
+from {{ cookiecutter.package_name }}.devtools.sample import Keep
+from {{ cookiecutter.package_name }}.devtools.verify import verify
 
 pytestmark = pytest.mark.integration
 PASSWORD_VARIABLE = "TEST_KAFKA_SASL_PASSWORD"

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from {{ cookiecutter.package_name }}.kafka_local import LocalKafkaBroker
-from {{ cookiecutter.package_name }}.readback import read_topic
+from {{ cookiecutter.package_name }}.devtools.kafka_local import LocalKafkaBroker
+from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 
 pytestmark = pytest.mark.integration
 

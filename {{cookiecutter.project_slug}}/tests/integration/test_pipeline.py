@@ -11,9 +11,9 @@ import sys
 import pytest
 from harness import CONFIG, merged, produce_sample
 
-from {{ cookiecutter.package_name }}.readback import Published
-from {{ cookiecutter.package_name }}.sample import as_key
-from {{ cookiecutter.package_name }}.verify import verify
+from {{ cookiecutter.package_name }}.devtools.readback import Published
+from {{ cookiecutter.package_name }}.devtools.sample import as_key
+from {{ cookiecutter.package_name }}.devtools.verify import verify
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }}.bench.stats import (
+from {{ cookiecutter.package_name }}.devtools.bench.stats import (
     CONTENDERS,
     RESULT_SCHEMA,
     SUMMARY_FIELDS,
@@ -122,7 +122,7 @@ def test_unmeasured_figures_are_nan_and_a_broken_document_is_reported():
 
 
 def test_the_bench_command_imports_nothing_heavy():
-    code = ("import sys, {{ cookiecutter.package_name }}.bench as bench, argparse; "
+    code = ("import sys, {{ cookiecutter.package_name }}.devtools.bench as bench, argparse; "
             "bench.add_arguments(argparse.ArgumentParser()); "
             "print(sorted(m for m in ('pyspark', 'matplotlib', 'pandas', 'confluent_kafka') if m in sys.modules))")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -130,7 +130,7 @@ def test_the_bench_command_imports_nothing_heavy():
 
 
 def test_the_stage_profile_refuses_an_unknown_variant_before_it_starts_anything():
-    from {{ cookiecutter.package_name }}.bench import stages
+    from {{ cookiecutter.package_name }}.devtools.bench import stages
 
     with pytest.raises(SystemExit, match="unknown variant"):
         stages.main(["--variants", "parse,nope"])

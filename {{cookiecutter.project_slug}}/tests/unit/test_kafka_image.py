@@ -10,7 +10,7 @@ from importlib import resources
 
 import pytest
 
-from {{ cookiecutter.package_name }}.kafka_local import containers, image
+from {{ cookiecutter.package_name }}.devtools.kafka_local import containers, image
 
 
 def entrypoint_properties(env: dict[str, str]) -> dict[str, str]:

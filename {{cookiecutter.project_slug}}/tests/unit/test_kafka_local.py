@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.kafka_local import KafkaUnavailable, chosen_provider
-from {{ cookiecutter.package_name }}.kafka_local.process import server_properties
+from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaUnavailable, chosen_provider
+from {{ cookiecutter.package_name }}.devtools.kafka_local.process import server_properties
 
 
 def test_single_broker_settings_allow_transactions(tmp_path):
@@ -24,7 +24,7 @@ def test_unknown_provider_is_rejected_with_the_choices(monkeypatch):
 
 
 def test_missing_tool_says_what_to_install(monkeypatch, tmp_path):
-    from {{ cookiecutter.package_name }}.kafka_local import process
+    from {{ cookiecutter.package_name }}.devtools.kafka_local import process
 
     monkeypatch.setenv("KAFKA_LOCAL_CACHE", str(tmp_path))
     monkeypatch.setattr(process.shutil, "which", lambda tool: None)

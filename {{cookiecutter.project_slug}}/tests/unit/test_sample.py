@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from {{ cookiecutter.package_name }}.sample import (
+from {{ cookiecutter.package_name }}.devtools.sample import (
     COLORS,
     make_events,
     malformed_values,

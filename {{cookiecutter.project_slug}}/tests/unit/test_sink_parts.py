@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 
 from {{ cookiecutter.package_name }} import storage
-from {{ cookiecutter.package_name }}.readback import Published
+from {{ cookiecutter.package_name }}.devtools.readback import Published
+from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify, verify_batches
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.sink.stage import StagedFileCorrupt, read_staged, stage
-from {{ cookiecutter.package_name }}.verify import Verdict, verify, verify_batches
 
 
 def staged_rows() -> pa.Table:

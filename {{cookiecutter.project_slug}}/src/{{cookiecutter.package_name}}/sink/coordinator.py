@@ -21,52 +21,23 @@ crash between steps 2 and 4 leaves nothing visible and Spark's re-run publishes 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..checkpoint import batch_offsets
-from ..kafka_client import librdkafka_config
 from ..storage import filesystem, list_names
-from . import faults
-from .marker import NO_BATCH, ensure_marker_topic, marker_key, marker_value, read_markers
+from . import faults, producers
+from .marker import marker_key, marker_value
+from .producers import CommitShard
+from .settings import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from .stage import StagedFile, read_staged, sink_dir, staging_dir
 
 LOG_ENTRIES_KEPT = 100
 PRODUCE_CHUNK_ROWS = 65_536
-# The Java client's partitioner: a key lands where Kafka Streams and Java producers put it (so
-# consumers co-partition), and an empty key is hashed like any other instead of spread at random.
-PARTITIONER = "murmur2_random"
-# One transaction's budget, in commit time-outs: producing and flushing, then committing with retries.
-COMMIT_ATTEMPTS_TIMEOUTS = 3
 # A transaction the broker aborted for a transient reason is tried again in place this often.
 ABORTED_TRANSACTION_RETRIES = 2
-
-
-def transaction_timeout_ms(commit_timeout_seconds: float) -> int:
-    """Longer than everything one transaction may take (produce and flush, then commit retries:
-    at most COMMIT_ATTEMPTS_TIMEOUTS commit time-outs in all), so the broker never aborts a
-    transaction the coordinator is still working on."""
-    return int(commit_timeout_seconds * (COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)
-
-
-@dataclass(frozen=True)
-class SinkSettings:
-    bootstrap_servers: str
-    checkpoint: str
-    sink_id: str
-    transactional_id_prefix: str
-    marker_topic: str
-    shards: int = 1
-    commit_timeout_seconds: float = 60.0
-    staging_retention_batches: int = 2
-    client: dict[str, str] = field(default_factory=dict)  # the user's [kafka] settings
-
-    def transactional_id(self, shard: int) -> str:
-        """Stable across restarts: the next driver's producer fences this one's."""
-        return f"{self.transactional_id_prefix}-{self.sink_id}-{shard}"
 
 
 class ProducerFenced(RuntimeError):
@@ -81,53 +52,6 @@ class RecordRejected(CommitFailed):
     """The client refused a record (too large for the producer's limit): a re-run cannot help."""
 
 
-class CommitShard:
-    """One transactional producer and the last batch its marker says it published.
-    Lives as long as the driver's Python process, so `init_transactions` runs once."""
-
-    def __init__(self, settings: SinkSettings, shard: int) -> None:
-        self.shard = shard
-        self.transactional_id = settings.transactional_id(shard)
-        self.producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
-            "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_097_151,
-            "compression.type": "lz4",
-            "partitioner": PARTITIONER,
-        }))
-        # Fences any older producer with this id and completes or aborts its open transaction;
-        # only after that is the marker a settled fact.
-        self.producer.init_transactions(settings.commit_timeout_seconds)
-        self.published = NO_BATCH
-
-
-_shards: dict[tuple[str, str, int], CommitShard] = {}
-
-
-def _shards_for(settings: SinkSettings) -> list[CommitShard]:
-    keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
-    missing = [key for key in keys if key not in _shards]
-    if missing:
-        ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
-        for key in missing:
-            _shards[key] = CommitShard(settings, key[2])
-        markers = read_markers(settings.bootstrap_servers, settings.marker_topic, settings.sink_id, settings.client)
-        for key in missing:
-            _shards[key].published = markers.get(key[2], NO_BATCH)
-    return [_shards[key] for key in keys]
-
-
-def _forget(settings: SinkSettings) -> None:
-    """After a failed commit the producer's state is unknown: start afresh next time."""
-    for shard in range(settings.shards):
-        stale = _shards.pop((settings.bootstrap_servers, settings.transactional_id(shard), shard), None)
-        if stale is not None:
-            stale.producer.flush(0)
-
-
 def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batch_id: int) -> LogEntry | None:
     faults.maybe_crash(faults.AFTER_STAGING, batch_id)
     log = SinkLog(settings.checkpoint, settings.sink_id)
@@ -135,7 +59,7 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
     if not staged:
         return None  # an empty batch (e.g. a no-data batch that only advanced state): nothing to publish
     try:
-        shards = _shards_for(settings)
+        shards = producers.shards_for(settings)
 
         # Step 1. Recovery: already published before a crash?
         previous = log.read(batch_id)
@@ -163,7 +87,7 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
         log.write(entry)
         faults.maybe_crash(faults.AFTER_LOG_COMMITTED, batch_id)
     except Exception:
-        _forget(settings)
+        producers.reset(settings)  # its producers' state is unknown now
         raise
     # Step 6.
     _clean(settings, log, batch_id)

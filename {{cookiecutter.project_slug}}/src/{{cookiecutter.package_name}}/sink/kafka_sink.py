@@ -16,15 +16,16 @@ the batch's commit log entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from ..kafka_client import librdkafka_config
 from . import faults
-from .coordinator import PARTITIONER, SinkSettings, commit_batch
+from .at_least_once import TaskFunction, produce_task
+from .coordinator import commit_batch
+from .settings import SinkSettings
 from .stage import StagedFile, stage
 
 AT_LEAST_ONCE = "at-least-once"
@@ -32,8 +33,6 @@ _MESSAGE_SCHEMA = "path STRING, rows BIGINT, sha256 STRING"
 
 # Builds a batch's Kafka records from the query's output, given the batch id.
 Encoder = Callable[[DataFrame, int], DataFrame]
-# A task's function for mapInArrow: its rows in, one summary row out.
-TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 class KafkaSink:
@@ -48,7 +47,7 @@ class KafkaSink:
     def __call__(self, output: DataFrame, batch_id: int) -> None:
         records = self.encode(output, batch_id)
         if self.guarantee == AT_LEAST_ONCE:
-            records.mapInArrow(_produce_task(self.settings, batch_id), "rows BIGINT").collect()
+            records.mapInArrow(produce_task(self.settings, batch_id), "rows BIGINT").collect()
             # Records are already visible; a crash here makes Spark re-run (and re-publish) the batch.
             for point in faults.POINTS[1:]:
                 faults.maybe_crash(point, batch_id)
@@ -70,42 +69,3 @@ def _stage_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
         yield pa.RecordBatch.from_pydict({"path": [message.path], "rows": [message.rows], "sha256": [message.sha256]})
 
     return stage_partition
-
-
-def _produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
-    bootstrap_servers, client = settings.bootstrap_servers, settings.client
-
-    def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rows = _produce_now(bootstrap_servers, client, batches)
-        faults.maybe_crash(faults.SINK_TASK, batch_id)
-        yield pa.RecordBatch.from_pydict({"rows": [rows]})
-
-    return produce_partition
-
-
-def _produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> int:
-    from confluent_kafka import Producer
-
-    producer = Producer(librdkafka_config(bootstrap_servers, client, {
-        "enable.idempotence": True, "linger.ms": 5, "partitioner": PARTITIONER,
-    }))
-    errors: list[str] = []
-
-    def on_delivery(error, _message) -> None:
-        if error is not None:
-            errors.append(str(error))
-
-    rows = 0
-    for batch in batches:
-        for topic, key, value in zip(*(batch.column(c).to_pylist() for c in ("topic", "key", "value")), strict=True):
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-        rows += batch.num_rows
-    remaining = producer.flush(120)
-    if remaining or errors:
-        raise RuntimeError(f"at-least-once sink: {remaining} records undelivered, errors: {errors[:3]}")
-    return rows

@@ -16,8 +16,8 @@ import uuid
 from importlib import resources
 from pathlib import Path
 
+from ...errors import KafkaUnavailable
 from . import sasl
-from .errors import KafkaUnavailable
 
 KAFKA_VERSION = "4.3.0"
 _READY_LINE = "Kafka Server started"

@@ -20,8 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ...errors import KafkaUnavailable
 from .engine import Log, apt_install
-from .errors import KafkaUnavailable
 from .process import KAFKA_VERSION, _resource, cache_root, resolve_jars
 
 OFFICIAL_IMAGE = os.environ.get("KAFKA_IMAGE") or f"apache/kafka:{KAFKA_VERSION}"

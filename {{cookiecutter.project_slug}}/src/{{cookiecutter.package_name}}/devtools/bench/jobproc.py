@@ -2,7 +2,7 @@
 plus a streaming query listener that appends each batch's progress JSON to a file, so the
 benchmark can tell where a batch's time goes (durationMs: latestOffset, addBatch, walCommit...).
 
-    python -m <package>.bench.jobproc --progress-file F --set option=value ...
+    python -m <package>.devtools.bench.jobproc --progress-file F --set option=value ...
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    from ..config import load_config
-    from ..job import spark_session
-    from ..preflight import check_kafka
-    from ..runner import StopRequested, run
-    from ..sink import faults
+    from ...config import load_config
+    from ...job import spark_session
+    from ...preflight import check_kafka
+    from ...runner import StopRequested, run
+    from ...sink import faults
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -22,8 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..config import JobConfig
-from .procs import PACKAGE, Contender
+from ...config import JobConfig
+from .procs import Contender
 from .profile import progress_profile, read_progress, sink_log_profile
 from .stats import contender_result, distribution, events_per_second, output_latencies
 from .workload import (
@@ -102,19 +102,19 @@ class Run:
                 "filter": self.keys.filter_expression(self.key_field), "commit_shards": str(p.commit_shards),
                 "staging_retention_batches": "100000", "restart_delay_seconds": "1",
             }
-            command = [*python, f"{PACKAGE}.bench.jobproc", "--progress-file", str(self.progress_file)]
+            command = [*python, f"{__package__}.jobproc", "--progress-file", str(self.progress_file)]
             for name, value in settings.items():
                 command += ["--set", f"{name}={value}"]
             return command
         if self.name == "spark_kafka":
-            return [*python, f"{PACKAGE}.bench.spark_kafka",
+            return [*python, f"{__package__}.spark_kafka",
                     "--bootstrap", self.bootstrap, "--input", self.input, "--output", self.output,
                     "--checkpoint", str(self.checkpoint), "--key-field", self.key_field,
                     "--filter", self.keys.filter_expression(self.key_field), "--progress-file", str(self.progress_file),
                     "--trigger-seconds", str(p.trigger_seconds), "--max-per-trigger", str(p.max_per_batch),
                     "--shuffle-partitions", str(p.shuffle_partitions)]
         if self.name == "plain_eos":
-            command = [*python, f"{PACKAGE}.bench.plain", "--bootstrap", self.bootstrap, "--input", self.input,
+            command = [*python, f"{__package__}.plain", "--bootstrap", self.bootstrap, "--input", self.input,
                        "--output", self.output, "--key-field", self.key_field, "--group", f"group-{self.sink_id}",
                        "--transactional-id", f"bench-{self.sink_id}", "--commit-interval-ms", str(p.plain_commit_ms),
                        "--max-per-transaction", str(p.max_per_batch)]

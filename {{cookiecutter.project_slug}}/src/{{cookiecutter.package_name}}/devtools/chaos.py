@@ -119,7 +119,7 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) 
 
 def _faults():
     """sink/faults.py, imported only when used: importing the sink package imports pyspark."""
-    from .sink import faults
+    from ..sink import faults
 
     return faults
 
@@ -344,7 +344,7 @@ class Tally:
 class Chaos:
     def __init__(self, kafka: Any, profile: Profile, guarantee: str, seed: int, workdir: Path,
                  say: Reporter) -> None:
-        from .config import JobConfig
+        from ..config import JobConfig
 
         self.kafka, self.profile, self.guarantee, self.seed = kafka, profile, guarantee, seed
         self.workdir, self.say = workdir, say
@@ -387,8 +387,8 @@ class Chaos:
         }
 
     def committed(self) -> list[int]:
-        from .checkpoint import committed_batches
-        from .storage import resolve_location
+        from ..checkpoint import committed_batches
+        from ..storage import resolve_location
 
         try:
             return committed_batches(resolve_location(str(self.checkpoint)))
@@ -401,8 +401,8 @@ class Chaos:
 
     def drained(self, producer: InputProducer) -> bool:
         """Every input record is in a committed batch: its end offsets are the input's end."""
-        from .checkpoint import input_offsets
-        from .storage import resolve_location
+        from ..checkpoint import input_offsets
+        from ..storage import resolve_location
 
         if not producer.done.is_set():
             return False
@@ -430,7 +430,7 @@ class Chaos:
 
     # -- one run of the job ----------------------------------------------------------------
     def start_job(self, plan: RunPlan) -> tuple[subprocess.Popen, Path, int | None]:
-        from .config import ENV_PREFIX
+        from ..config import ENV_PREFIX
 
         faults = _faults()
 
@@ -442,7 +442,7 @@ class Chaos:
             env[faults.POINT_VARIABLE] = plan.end
             env[faults.BATCH_VARIABLE] = str(fault_batch)
             env[faults.LOG_VARIABLE] = str(self.fault_log)
-        command = [sys.executable, "-m", __package__, "run"]
+        command = [sys.executable, "-m", __package__.split(".")[0], "run"]  # the job's own CLI
         for name, value in self.settings(plan).items():
             command += ["--set", f"{name}={value}"]
         self.tally.runs += 1
@@ -599,7 +599,7 @@ class Chaos:
 
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
-        from .config import JobConfig
+        from ..config import JobConfig
         from .sample import COLORS, make_events
 
         profile = self.profile
@@ -686,8 +686,8 @@ class Chaos:
 
     def judge(self, positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
               completed: bool) -> int:
-        from .checkpoint import batch_ends
-        from .storage import resolve_location
+        from ..checkpoint import batch_ends
+        from ..storage import resolve_location
         from .verify import verify, verify_batches
 
         inputs = [value for _partition, _offset, value in positioned]

@@ -41,7 +41,7 @@ def _timed(module: Any, name: str, spent: dict[str, float]):
 def _rows(count: int, batch_id: int, topic: str):
     import pyarrow as pa
 
-    from ..sink.stage import STAGED_SCHEMA
+    from ...sink.stage import STAGED_SCHEMA
 
     keys = [f"k{i:07d}" for i in range(count)]
     return pa.Table.from_pydict({
@@ -54,16 +54,18 @@ def _rows(count: int, batch_id: int, topic: str):
 def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, workdir: Path) -> dict[str, Any]:
     """Stage `batches` batches of `rows` output rows (TASKS files each) and commit each one; the
     first batch (producer start-up, init_transactions, marker topic) is reported apart."""
-    from ..sink import coordinator, sink_log
-    from ..sink.stage import stage
+    from ...sink import coordinator, producers, sink_log
+    from ...sink.settings import SinkSettings
+    from ...sink.stage import stage
 
     suffix = uuid.uuid4().hex[:8]
     output, markers = f"bench-commit-out-{suffix}", f"bench-commit-markers-{suffix}"
     create_topics(bootstrap, {output: 4})
     checkpoint = tempfile.mkdtemp(prefix="commit-", dir=workdir)
-    settings = coordinator.SinkSettings(
+    settings = SinkSettings(
         bootstrap_servers=bootstrap, checkpoint=checkpoint, sink_id=f"bench-{suffix}",
-        transactional_id_prefix="bench", marker_topic=markers, shards=shards,
+        transactional_id_prefix="bench", marker_topic=markers, shards=shards, commit_timeout_seconds=60,
+        staging_retention_batches=2, client={},
     )
     per_batch: list[dict[str, float]] = []
     first = None
@@ -92,7 +94,7 @@ def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, work
             else:
                 per_batch.append(timing)
     finally:
-        coordinator._forget(settings)
+        producers.reset(settings)
         delete_topics(bootstrap, [output, markers])
     publish = [t["produce"] + t["kafka_commit"] + t["read_staged"] for t in per_batch]
     return {

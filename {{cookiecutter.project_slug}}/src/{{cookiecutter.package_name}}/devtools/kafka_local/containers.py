@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ...errors import KafkaUnavailable
 from . import sasl
-from .errors import KafkaUnavailable
 from .process import _new_cluster_id, free_port
 
 DATA_DIR = "/var/lib/kafka/data"  # a volume in apache/kafka, owned by its non-root user

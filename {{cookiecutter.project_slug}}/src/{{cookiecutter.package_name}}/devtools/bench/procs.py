@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-PACKAGE = __package__.rsplit(".", 1)[0]
+PACKAGE = __package__.split(".")[0]  # the job's package: its CLI and environment prefix
 
 
 def _children() -> dict[int, list[int]]:

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...session import KAFKA_CONNECTOR
 from ..kafka_local import provide_kafka
-from ..session import KAFKA_CONNECTOR
 from .measure import Profile, Run
 from .microbench import commit_microbench
 from .report import markdown, plots

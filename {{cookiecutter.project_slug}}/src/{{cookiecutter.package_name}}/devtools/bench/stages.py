@@ -3,7 +3,7 @@ on the same backlog with `trigger(availableNow)`, Spark's triggerExecution per b
 and written as JSON. The first batch of a query pays its start-up; the steady figure is the
 median of the others, and the summary the median of that over the rounds after the first.
 
-    python -m <package>.bench.stages --events 400000 --max-per-batch 50000 [--rounds 3] [--out stages.json]
+    python -m <package>.devtools.bench.stages --events 400000 --max-per-batch 50000 [--rounds 3] [--out stages.json]
 
 Variants: parse (source + JVM parse + filter, noop sink), count (+ the count: Spark's
 aggregation and the dead letters, noop sink), full (+ the exactly-once sink: the job as it
@@ -23,11 +23,13 @@ import uuid
 from pathlib import Path
 
 VARIANTS = ("parse", "count", "full", "spark_kafka")
+# Spark's per-batch phases (StreamingQueryProgress.durationMs): where a batch's time goes besides the job.
+PHASES = ("queryPlanning", "addBatch", "walCommit", "commitOffsets", "latestOffset")
 
 
 def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdir: Path) -> list[dict]:
-    from .. import job
-    from ..config import load_config
+    from ... import job
+    from ...config import load_config
 
     suffix = uuid.uuid4().hex[:8]
     config = load_config(None, {
@@ -54,7 +56,8 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         return [{"batch": p["batchId"], "rows": p["numInputRows"], "add_batch_ms": p["durationMs"]["addBatch"],
-                 "trigger_ms": p["durationMs"]["triggerExecution"]}
+                 "trigger_ms": p["durationMs"]["triggerExecution"],
+                 "phases_ms": {phase: p["durationMs"].get(phase, 0) for phase in PHASES}}
                 for p in query.recentProgress if p["numInputRows"]]
     finally:
         spark.stop()
@@ -85,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := sorted(set(variants) - set(VARIANTS)):
         raise SystemExit(f"stages: unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
 
-    from ..config import JobConfig
+    from ...config import JobConfig
     from ..kafka_local import provide_kafka
     from ..sample import COLORS, keep_all, make_events, produce
     from .workload import create_topics
@@ -110,15 +113,19 @@ def main(argv: list[str] | None = None) -> int:
                       f"{[b['trigger_ms'] for b in batches]}, steady median "
                       f"{statistics.median(steady) if steady else 'n/a'}", flush=True)
     summary: dict[str, float] = {}
+    phases: dict[str, dict[str, float]] = {}
     for variant, runs in results.items():
-        steady = [statistics.median(b["trigger_ms"] for b in run[1:]) for run in (runs[1:] or runs) if len(run) > 1]
-        if steady:
-            summary[variant] = statistics.median(steady)
+        counted = [run for run in (runs[1:] or runs) if len(run) > 1]  # rounds after the first, batches after the first
+        if counted:
+            summary[variant] = statistics.median(statistics.median(b["trigger_ms"] for b in run[1:]) for run in counted)
+            phases[variant] = {phase: statistics.median(b["phases_ms"][phase] for run in counted for b in run[1:])
+                               for phase in PHASES}
     for variant, ms in summary.items():
-        print(f"stages: {variant}: steady triggerExecution median {ms:.0f} ms per batch (rounds after the first)")
+        print(f"stages: {variant}: steady triggerExecution median {ms:.0f} ms per batch (rounds after the first); "
+              f"phase medians {phases[variant]}")
     Path(args.out).write_text(json.dumps({"events": args.events, "partitions": args.partitions,
                                           "max_per_batch": args.max_per_batch, "rounds": results,
-                                          "steady_trigger_ms": summary}, indent=1))
+                                          "steady_trigger_ms": summary, "steady_phases_ms": phases}, indent=1))
     print(f"stages: wrote {args.out}")
     return 0
 

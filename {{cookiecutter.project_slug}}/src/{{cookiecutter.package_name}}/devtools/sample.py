@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Producer
 
-from .kafka_client import librdkafka_config
-from .parsing import SPARK_TYPES as _SPARK_TYPES
+from ..kafka_client import librdkafka_config
+from ..parsing import SPARK_TYPES as _SPARK_TYPES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .config import JobConfig
+    from ..config import JobConfig
 
 COLORS = ["red", "green", "blue", "orange", "yellow", "purple", "black", "white"]
 

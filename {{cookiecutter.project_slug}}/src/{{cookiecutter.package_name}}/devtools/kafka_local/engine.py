@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from ...errors import KafkaUnavailable
 from .containers import docker_engine_answers
-from .errors import KafkaUnavailable
 from .process import cache_root
 
 # Debian's defaults fail here: crun cannot start containers, the default nofile/nproc

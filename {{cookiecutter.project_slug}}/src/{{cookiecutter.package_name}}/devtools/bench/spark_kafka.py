@@ -4,7 +4,7 @@ filter and count (groupBy count, update mode, RocksDB state as this job), at-lea
 The connector comes the way the job gets it (session.py: `spark.jars.packages`, cached by Ivy),
 in the version of the installed pyspark.
 
-    python -m <package>.bench.spark_kafka --bootstrap B --input T ...
+    python -m <package>.devtools.bench.spark_kafka --bootstrap B --input T ...
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from ..job import FETCH_MAX_WAIT_MS
-    from ..runner import StopRequested, stop_at_batch_boundary
-    from ..session import spark_session
+    from ...job import FETCH_MAX_WAIT_MS
+    from ...runner import StopRequested, stop_at_batch_boundary
+    from ...session import spark_session
 
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions)
     progress = record_progress(spark, args.progress_file)

@@ -1,0 +1,58 @@
+"""The driver's transactional producers, one per commit shard, kept for the life of the
+driver's Python process so that `init_transactions` (which fences an older driver) runs once."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+
+from ..kafka_client import librdkafka_config
+from .marker import NO_BATCH, ensure_marker_topic, read_markers
+from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms
+
+
+class CommitShard:
+    """One transactional producer and the last batch its marker says it published."""
+
+    def __init__(self, settings: SinkSettings, shard: int) -> None:
+        self.shard = shard
+        self.transactional_id = settings.transactional_id(shard)
+        self.producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_097_151,
+            "compression.type": "lz4",
+            "partitioner": PARTITIONER,
+        }))
+        # Fences any older producer with this id and completes or aborts its open transaction;
+        # only after that is the marker a settled fact.
+        self.producer.init_transactions(settings.commit_timeout_seconds)
+        self.published = NO_BATCH
+
+
+_pool: dict[tuple[str, str, int], CommitShard] = {}
+
+
+def shards_for(settings: SinkSettings) -> list[CommitShard]:
+    """The sink's shards; a new one starts its producer and reads its marker."""
+    keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
+    missing = [key for key in keys if key not in _pool]
+    if missing:
+        ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
+        for key in missing:
+            _pool[key] = CommitShard(settings, key[2])
+        markers = read_markers(settings.bootstrap_servers, settings.marker_topic, settings.sink_id, settings.client)
+        for key in missing:
+            _pool[key].published = markers.get(key[2], NO_BATCH)
+    return [_pool[key] for key in keys]
+
+
+def reset(settings: SinkSettings) -> None:
+    """Forget the sink's producers (after a failed commit their state is unknown, or as after a
+    driver restart): the next batch starts new ones, which read the markers again."""
+    for shard in range(settings.shards):
+        stale = _pool.pop((settings.bootstrap_servers, settings.transactional_id(shard), shard), None)
+        if stale is not None:
+            stale.producer.flush(0)

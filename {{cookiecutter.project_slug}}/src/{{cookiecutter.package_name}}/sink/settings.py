@@ -1,0 +1,36 @@
+"""What the sink is told: built from the job's configuration (job.sink_settings), which holds the
+one set of defaults; nothing here has a default of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The Java client's partitioner: a key lands where Kafka Streams and Java producers put it (so
+# consumers co-partition), and an empty key is hashed like any other instead of spread at random.
+PARTITIONER = "murmur2_random"
+# One transaction's budget, in commit time-outs: producing and flushing, then committing with retries.
+COMMIT_ATTEMPTS_TIMEOUTS = 3
+
+
+def transaction_timeout_ms(commit_timeout_seconds: float) -> int:
+    """Longer than everything one transaction may take (produce and flush, then commit retries:
+    at most COMMIT_ATTEMPTS_TIMEOUTS commit time-outs in all), so the broker never aborts a
+    transaction the coordinator is still working on."""
+    return int(commit_timeout_seconds * (COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    bootstrap_servers: str
+    checkpoint: str
+    sink_id: str
+    transactional_id_prefix: str
+    marker_topic: str
+    shards: int
+    commit_timeout_seconds: float
+    staging_retention_batches: int
+    client: dict[str, str]  # the user's [kafka] settings
+
+    def transactional_id(self, shard: int) -> str:
+        """Stable across restarts: the next driver's producer fences this one's."""
+        return f"{self.transactional_id_prefix}-{self.sink_id}-{shard}"
