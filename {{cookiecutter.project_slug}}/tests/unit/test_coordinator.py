@@ -1,0 +1,211 @@
+"""Every branch of phase 2 (sink/coordinator.py) with a fake transactional producer: recovery
+from the log and from the markers, shards already published, transient aborts retried in place,
+fencing, errors that fail the batch, a refused record, a commit time-out retried, and the
+producers forgotten after any failure. The same protocol on a real broker, with crashes, is in
+tests/integration/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from {{ cookiecutter.package_name }}.sink import coordinator, producers
+from {{ cookiecutter.package_name }}.sink.coordinator import CommitFailed, ProducerFenced, RecordRejected, commit_batch
+from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
+from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
+from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
+from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, StagedFile, stage
+
+MARKERS = "markers"
+
+
+def kafka_error(code: int = KafkaError._STATE, *, fatal: bool = False, retriable: bool = False,
+                abort: bool = False) -> KafkaException:
+    return KafkaException(KafkaError(code, "injected", fatal=fatal, retriable=retriable, txn_requires_abort=abort))
+
+
+@dataclass
+class FakeProducer:
+    """Records what the coordinator did; `fail` maps a method to the errors it raises, in turn."""
+
+    fail: dict[str, list[Exception]] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+    produced: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
+    committed: list[list[tuple[str, bytes | None, bytes | None]]] = field(default_factory=list)
+    pending: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
+
+    def _call(self, name: str) -> None:
+        self.calls.append(name)
+        if self.fail.get(name):
+            raise self.fail[name].pop(0)
+
+    def begin_transaction(self) -> None:
+        self._call("begin")
+        self.pending = []
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, headers=None) -> None:
+        self._call("produce")
+        self.pending.append((topic, key, value))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+    def flush(self, _timeout: float = 0) -> int:
+        self._call("flush")
+        return 0
+
+    def commit_transaction(self, _timeout: float) -> None:
+        self._call("commit")
+        self.committed.append(self.pending)
+
+    def abort_transaction(self, _timeout: float) -> None:
+        self._call("abort")
+        self.pending = []
+
+
+class FakeShard:
+    def __init__(self, settings: SinkSettings, shard: int, published: int = NO_BATCH, **fail: list[Exception]):
+        self.shard = shard
+        self.transactional_id = settings.transactional_id(shard)
+        self.producer = FakeProducer(fail=dict(fail))
+        self.published = published
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> SinkSettings:
+    return SinkSettings(bootstrap_servers="unused:9092", checkpoint=str(tmp_path / "checkpoint"), sink_id="unit",
+                        transactional_id_prefix="test", marker_topic=MARKERS, shards=1, commit_timeout_seconds=5,
+                        staging_retention_batches=2, client={})
+
+
+@dataclass
+class Pool:
+    shards: dict[int, FakeShard] = field(default_factory=dict)
+    resets: list[str] = field(default_factory=list)  # producers.reset calls, by sink id
+
+
+@pytest.fixture
+def pool(monkeypatch: pytest.MonkeyPatch) -> Pool:
+    """The shards commit_batch gets, in place of real producers."""
+    fake = Pool()
+    monkeypatch.setattr(producers, "shards_for", lambda s: [fake.shards[i] for i in range(s.shards)])
+    monkeypatch.setattr(producers, "reset", lambda s: fake.resets.append(s.sink_id))
+    return fake
+
+
+def staged(settings: SinkSettings, batch_id: int, partitions: tuple[int, ...] = (0,), rows: int = 3,
+           value: bytes = b'{"key":"k","count":1}') -> list[StagedFile]:
+    files = []
+    for partition in partitions:
+        table = pa.table({"topic": ["out"] * rows, "key": [f"k{partition}-{i}".encode() for i in range(rows)],
+                          "value": [value] * rows}, schema=STAGED_SCHEMA)
+        files.append(stage(settings.checkpoint, settings.sink_id, batch_id, partition, 0, table))
+    return files
+
+
+def records_of(transaction: list[tuple[str, bytes | None, bytes | None]]) -> list[str]:
+    return [topic for topic, _key, _value in transaction]
+
+
+def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_committed(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0)
+    entry = commit_batch(settings, staged(settings, 4, partitions=(0, 1)), 4)
+    assert entry is not None and entry.status == COMMITTED
+    assert pool.shards[0].producer.calls.count("begin") == 1 and pool.shards[0].producer.calls.count("commit") == 1
+    (transaction,) = pool.shards[0].producer.committed
+    assert records_of(transaction) == ["out"] * 6 + [MARKERS]
+    assert pool.shards[0].published == 4
+    assert SinkLog(settings.checkpoint, settings.sink_id).read(4).status == COMMITTED
+
+
+def test_an_empty_batch_publishes_nothing(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0)
+    assert commit_batch(settings, [None, None], 0) is None
+    assert pool.shards[0].producer.calls == []
+
+
+def test_a_batch_the_log_says_committed_is_not_published_again(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0)
+    files = staged(settings, 2)
+    done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], staged=files, records=3)
+    SinkLog(settings.checkpoint, settings.sink_id).write(done)
+    assert commit_batch(settings, files, 2).status == COMMITTED
+    assert pool.shards[0].producer.calls == []
+
+
+def test_a_batch_the_markers_say_published_only_marks_the_log(settings, pool):
+    """The crash after the Kafka commit, before the log said committed: the marker decides."""
+    pool.shards[0] = FakeShard(settings, 0, published=2)
+    files = staged(settings, 2)
+    SinkLog(settings.checkpoint, settings.sink_id).write(
+        LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], staged=files, records=3))
+    assert commit_batch(settings, files, 2).status == COMMITTED
+    assert pool.shards[0].producer.calls == []
+
+
+def test_with_two_shards_only_the_one_behind_publishes_its_part(settings, pool):
+    settings = replace(settings, shards=2)
+    pool.shards[0], pool.shards[1] = FakeShard(settings, 0, published=7), FakeShard(settings, 1, published=6)
+    commit_batch(settings, staged(settings, 7, partitions=(0, 1, 2, 3)), 7)
+    assert pool.shards[0].producer.calls == []
+    (transaction,) = pool.shards[1].producer.committed
+    keys = [key for _topic, key, _value in transaction[:-1]]
+    assert {key.split(b"-")[0] for key in keys} == {b"k1", b"k3"}  # partitions 1 and 3: shard 1's files
+    assert records_of(transaction)[-1] == MARKERS
+
+
+def test_a_transient_abort_is_retried_in_place(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True)])
+    assert commit_batch(settings, staged(settings, 0), 0).status == COMMITTED
+    calls = pool.shards[0].producer.calls
+    assert calls.count("abort") == 1 and calls.count("begin") == 2 and len(pool.shards[0].producer.committed) == 1
+    assert pool.resets == []
+
+
+def test_aborts_past_the_retries_fail_the_batch_and_forget_the_producers(settings, pool):
+    retries = coordinator.ABORTED_TRANSACTION_RETRIES
+    pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True) for _ in range(retries + 1)])
+    with pytest.raises(CommitFailed, match=f"aborted {retries + 1} times"):
+        commit_batch(settings, staged(settings, 0), 0)
+    assert pool.shards[0].producer.committed == [] and pool.shards[0].published == NO_BATCH
+    assert pool.resets == [settings.sink_id]
+    assert SinkLog(settings.checkpoint, settings.sink_id).read(0).status == PREPARED
+
+
+def test_a_fatal_error_means_fenced(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0, begin=[kafka_error(KafkaError._FENCED, fatal=True)])
+    with pytest.raises(ProducerFenced, match="uses the same sink id; this one stops"):
+        commit_batch(settings, staged(settings, 0), 0)
+    assert pool.resets == [settings.sink_id]
+
+
+def test_an_error_that_needs_no_abort_fails_the_batch_for_spark_to_rerun(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(retriable=False)])
+    with pytest.raises(CommitFailed, match="batch 0, shard 0: injected"):
+        commit_batch(settings, staged(settings, 0), 0)
+    assert "abort" not in pool.shards[0].producer.calls
+
+
+def test_a_commit_that_timed_out_is_retried(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(KafkaError._TIMED_OUT, retriable=True)])
+    assert commit_batch(settings, staged(settings, 0), 0).status == COMMITTED
+    assert pool.shards[0].producer.calls.count("commit") == 2 and "abort" not in pool.shards[0].producer.calls
+
+
+def test_a_record_the_client_refuses_aborts_the_transaction_and_names_the_limit(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0, produce=[kafka_error(KafkaError.MSG_SIZE_TOO_LARGE)])
+    with pytest.raises(RecordRejected, match=r"message\.max\.bytes"):
+        commit_batch(settings, staged(settings, 0), 0)
+    assert pool.shards[0].producer.calls[-1] == "abort" and pool.shards[0].producer.committed == []
+
+
+def test_staged_files_older_than_the_retention_are_deleted(settings, pool):
+    pool.shards[0] = FakeShard(settings, 0)
+    staging = Path(settings.checkpoint) / "sinks" / settings.sink_id / "staging"
+    for batch_id in range(4):
+        commit_batch(settings, staged(settings, batch_id), batch_id)
+    assert sorted(int(p.name) for p in staging.iterdir()) == [2, 3]  # staging_retention_batches = 2
