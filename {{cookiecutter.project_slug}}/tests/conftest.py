@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 from harness import CONFIG, JobUnderTest
 
+from {{ cookiecutter.package_name }}.devtools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
 from {{ cookiecutter.package_name }}.devtools.sample import Keep, spark_filter
 from {{ cookiecutter.package_name }}.session import spark_session
@@ -32,13 +32,9 @@ def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture
 def new_topic(kafka: KafkaHandle) -> Callable[..., str]:
     """Create a uniquely named topic and return its name."""
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-
     def create(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
-        for future in futures.values():
-            future.result(timeout=30)
+        create_topics(kafka.bootstrap_servers, {name: partitions}, config)
         return name
 
     return create

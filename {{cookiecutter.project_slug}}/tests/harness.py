@@ -7,19 +7,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }}.config import JobConfig
+from {{ cookiecutter.package_name }}.devtools.processes import start_job
 from {{ cookiecutter.package_name }}.devtools.readback import Published, read_positions, read_published
 from {{ cookiecutter.package_name }}.devtools.sample import Keep, SampleInput, as_key, configured_sample, produce
 from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify, verify_batches
 from {{ cookiecutter.package_name }}.sink import faults
 
-PACKAGE = "{{ cookiecutter.package_name }}"
 # What the tests run: the rendered defaults (the template's answers), the filter and key field included.
 CONFIG = JobConfig()
 
@@ -68,30 +67,24 @@ class JobUnderTest:
             extra_env: dict[str, str] | None = None, **options: str) -> subprocess.CompletedProcess:
         """Run the job to the end of its input (or until a fault kills it); the log is kept per run."""
         self.runs += 1
-        env = {k: v for k, v in os.environ.items() if not k.startswith(f"{PACKAGE.upper()}_")}
-        env["PYTHONUNBUFFERED"] = "1"
+        env = dict(extra_env or {})
         if fault:
             env[faults.POINT_VARIABLE] = fault
             env[faults.BATCH_VARIABLE] = str(fault_batch)
             env[faults.LOG_VARIABLE] = str(self.fault_log)
-        env.update(extra_env or {})
-        command = [sys.executable, "-m", PACKAGE, "run", "--until-idle", str(until_idle)]
-        for name, value in {**self.settings(), **options}.items():
-            command += ["--set", f"{name}={value}"]
         log_path = self.workdir / f"run-{self.runs}.log"
-        with open(log_path, "w") as log:
-            process = subprocess.Popen(command, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-                raise AssertionError(f"the job did not finish within {timeout}s; log: {log_path}") from None
+        process = start_job(["run", "--until-idle", str(until_idle)], {**self.settings(), **options}, self.workdir,
+                            log_path, env)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise AssertionError(f"the job did not finish within {timeout}s; log: {log_path}") from None
         # Whatever happened, no process of this run may survive it (a fault kills the group).
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        return subprocess.CompletedProcess(command, process.returncode, stdout=log_path.read_text())
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout=log_path.read_text())
 
     def published(self) -> Published:
         return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)

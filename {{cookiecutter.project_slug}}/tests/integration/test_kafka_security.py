@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 from harness import JobUnderTest, merged, produce_sample
 
+from {{ cookiecutter.package_name }}.devtools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaHandle, LocalKafkaBroker, sasl
 from {{ cookiecutter.package_name }}.devtools.sample import Keep
 from {{ cookiecutter.package_name }}.devtools.verify import verify
@@ -37,10 +37,7 @@ def sasl_broker(kafka: KafkaHandle, tmp_path_factory: pytest.TempPathFactory) ->
 
 def _job(bootstrap: str, tmp_path: Path, keep: Keep) -> JobUnderTest:
     names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(name, 2 if kind == "events" else 1, 1) for kind, name in names.items()]
-    for future in admin.create_topics(topics).values():
-        future.result(30)
+    create_topics(bootstrap, {name: 2 if kind == "events" else 1 for kind, name in names.items()})
     return JobUnderTest(bootstrap_servers=bootstrap, workdir=tmp_path, input_topic=names["events"],
                         output_topic=names["counts"], dead_letter_topic=names["dead"], keep=keep,
                         guarantee="exactly-once")

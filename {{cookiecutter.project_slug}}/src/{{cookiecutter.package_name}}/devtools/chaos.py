@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from .kafka_io import create_topics, produce
+from .processes import command_line, cpu_ticks, descendants, kill_processes, start_job
+
 GUARANTEES = ("exactly-once", "at-least-once")
 EXCLUDED_KEY = "orange"  # the run's own filter drops it, whatever the configured one
 WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker")
@@ -139,69 +142,6 @@ class Reporter:
         print(text, file=self.out, flush=True)
 
 
-# -- processes ----------------------------------------------------------------------------
-
-def _processes() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, start time) of every process, from /proc/<pid>/stat."""
-    processes = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat_file:
-                stat = stat_file.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
-        fields = stat[stat.rindex(b")") + 2:].split()
-        processes[int(entry)] = (int(fields[1]), int(fields[19]))
-    return processes
-
-
-def descendants(root: int) -> dict[int, tuple[int, int]]:
-    """Every process below `root`, as pid -> (parent pid, start time)."""
-    processes = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _) in processes.items():
-        children.setdefault(parent, []).append(pid)
-    found: dict[int, tuple[int, int]] = {}
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found[child] = processes[child]
-                stack.append(child)
-    return found
-
-
-def kill_processes(known: dict[int, tuple[int, int]]) -> None:
-    """SIGKILL the processes of a snapshot that still run, never a later process with a reused pid."""
-    now = _processes()
-    for pid, (_, started) in known.items():
-        if pid in now and now[pid][1] == started:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def command_line(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def cpu_ticks(pid: int) -> int | None:
-    """User + system CPU time of a process, in clock ticks."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            stat = stat_file.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(b")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def python_workers(driver_pid: int) -> list[tuple[int, bool]]:
     """Spark's Python processes below the driver: (pid, forked worker?) A forked worker's parent
     is the daemon, whose command line it shares."""
@@ -253,13 +193,8 @@ class InputProducer(threading.Thread):
                 if chunk:
                     time.sleep(self.interval)
                 for i in range(start, min(start + size, len(self.values))):
-                    while True:
-                        try:
-                            producer.produce(self.topic, value=self.values[i], partition=i % self.partitions,
-                                             on_delivery=on_delivery)
-                            break
-                        except BufferError:
-                            producer.poll(0.05)
+                    produce(producer, self.topic, self.values[i], partition=i % self.partitions,
+                            on_delivery=on_delivery)
                 while producer.flush(5.0):
                     pass  # the broker may be restarting: the idempotent producer retries
                 self.produced = min(start + size, len(self.values))
@@ -430,27 +365,17 @@ class Chaos:
 
     # -- one run of the job ----------------------------------------------------------------
     def start_job(self, plan: RunPlan) -> tuple[subprocess.Popen, Path, int | None]:
-        from ..config import ENV_PREFIX
-
         faults = _faults()
-
-        env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}  # only --set configures it
-        env["PYTHONUNBUFFERED"] = "1"
+        env: dict[str, str] = {}
         fault_batch = None
         if plan.end in faults.POINTS:
             fault_batch = self.last_committed() + plan.fault_ahead
             env[faults.POINT_VARIABLE] = plan.end
             env[faults.BATCH_VARIABLE] = str(fault_batch)
             env[faults.LOG_VARIABLE] = str(self.fault_log)
-        command = [sys.executable, "-m", __package__.split(".")[0], "run"]  # the job's own CLI
-        for name, value in self.settings(plan).items():
-            command += ["--set", f"{name}={value}"]
         self.tally.runs += 1
         log_path = self.workdir / f"run-{self.tally.runs}.log"
-        with open(log_path, "w") as log:
-            process = subprocess.Popen(command, cwd=self.workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
-        return process, log_path, fault_batch
+        return start_job(["run"], self.settings(plan), self.workdir, log_path, env), log_path, fault_batch
 
     def kill_driver(self, process: subprocess.Popen, below: dict[int, tuple[int, int]]) -> None:
         """SIGKILL the driver's process group and every process below it (Spark's Python workers
@@ -619,7 +544,7 @@ class Chaos:
                  + f"; {len(plans) + 1}) clean run until drained")
         with BROKER_LOCK:
             create_topics(self.bootstrap_servers, {self.input_topic: profile.partitions, self.output_topic: 2,
-                                                   self.dead_letter_topic: 1})
+                                                   self.dead_letter_topic: 1}, client=QUIET)
         producer = InputProducer(self.bootstrap_servers, self.input_topic, sample.values, profile.partitions,
                                  profile.chunks, profile.chunk_interval, self.say)
         queue = deque(plans)
@@ -735,15 +660,6 @@ class Chaos:
         if self.guarantee == "exactly-once":
             return 0 if verdict.exactly_once else 1
         return 0
-
-
-def create_topics(bootstrap_servers: str, partitions: dict[str, int]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **QUIET})
-    futures = admin.create_topics([NewTopic(name, n, 1) for name, n in partitions.items()])
-    for future in futures.values():
-        future.result(timeout=60)
 
 
 def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 
 from ..kafka_client import librdkafka_config
 from ..parsing import SPARK_TYPES as _SPARK_TYPES
+from .kafka_io import produce as produce_one
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -151,13 +152,7 @@ def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions:
     producer = Producer(librdkafka_config(bootstrap_servers, client, {"enable.idempotence": True, "linger.ms": 10}))
     failures: list[str] = []
     for i, value in enumerate(values):
-        while True:
-            try:
-                kwargs = {"partition": i % partitions} if partitions else {}
-                producer.produce(topic, value=value, on_delivery=lambda e, _m: e and failures.append(str(e)),
-                                 **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_one(producer, topic, value, partition=i % partitions if partitions else None,
+                    on_delivery=lambda e, _m: e and failures.append(str(e)))
     if producer.flush(60) or failures:
         raise RuntimeError(f"producing sample events failed: {failures[:3]}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import JobConfig
+from ..kafka_io import create_topics, delete_topics
 from .procs import Contender
 from .profile import progress_profile, read_progress, sink_log_profile
 from .stats import contender_result, distribution, events_per_second, output_latencies
@@ -31,8 +32,6 @@ from .workload import (
     Keys,
     OutputTail,
     RateProducer,
-    create_topics,
-    delete_topics,
     produce_backlog,
     produce_plain,
 )

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..kafka_io import create_topics, delete_topics
 from .stats import distribution
-from .workload import create_topics, delete_topics
 
 TASKS = 4  # staged files per batch, as 4 sink tasks would write them
 

@@ -12,54 +12,16 @@ import threading
 import time
 from pathlib import Path
 
+from ..processes import command_line, descendants, field_kib
+
 PACKAGE = __package__.split(".")[0]  # the job's package: its CLI and environment prefix
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(entry))
-    return tree
-
-
-def descendants(pid: int) -> list[int]:
-    tree = _children()
-    found, todo = [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _status_kib(pid: int, field: str = "VmHWM", source: str = "status") -> int | None:
-    try:
-        with open(f"/proc/{pid}/{source}") as status:
-            for line in status:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def _kind(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            argv = cmdline.read().split(b"\0")
-    except OSError:
-        return "other"
-    name = os.path.basename(argv[0]).decode(errors="replace") if argv and argv[0] else ""
-    if name == "java":
+    program = os.path.basename(command_line(pid).split(" ", 1)[0])
+    if program == "java":
         return "jvm"
-    if name.startswith("python"):
+    if program.startswith("python"):
         return "python_workers"
     return "other"
 
@@ -111,10 +73,10 @@ class Contender:
         workers_now = 0
         for pid in [root, *descendants(root)]:
             kind = "driver_python" if pid == root else _kind(pid)
-            if (hwm := _status_kib(pid)) is not None:
+            if (hwm := field_kib(pid)) is not None:
                 peaks[kind][pid] = max(peaks[kind].get(pid, 0), hwm)
             if kind == "python_workers":
-                workers_now += _status_kib(pid, "Pss", "smaps_rollup") or 0
+                workers_now += field_kib(pid, "Pss", "smaps_rollup") or 0
         peaks["workers_concurrent"][0] = max(peaks["workers_concurrent"].get(0, 0), workers_now)
 
     def peak_memory_mb(self) -> dict[str, float] | None:
@@ -143,7 +105,7 @@ class Contender:
         if self._sampler is not None:
             self._sampler.join(5)
         self._sample_once()
-        family = descendants(self.process.pid)
+        family = list(descendants(self.process.pid))
         killed_at = time.time()
         self._kill_tree(family)
         self.process.wait()
@@ -171,7 +133,7 @@ class Contender:
                 self.process.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout)
-        family = descendants(self.process.pid) if self.process.poll() is None else []
+        family = list(descendants(self.process.pid)) if self.process.poll() is None else []
         self._kill_tree(family)
         self.process.wait()
         self._stop_sampler()

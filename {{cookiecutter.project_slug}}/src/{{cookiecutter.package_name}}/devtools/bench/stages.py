@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"stages: unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
 
     from ...config import JobConfig
+    from ..kafka_io import create_topics
     from ..kafka_local import provide_kafka
     from ..sample import COLORS, keep_all, make_events, produce
-    from .workload import create_topics
 
     results: dict[str, list[list[dict]]] = {variant: [] for variant in variants}
     with tempfile.TemporaryDirectory(prefix="stages-") as scratch, provide_kafka(Path(scratch)) as kafka:

@@ -3,7 +3,6 @@ tail of the output topic that sees what a read_committed consumer sees, and when
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import threading
@@ -12,9 +11,9 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from ..kafka_io import produce
 from ..sample import COLORS
 
 
@@ -65,33 +64,10 @@ class EventStream:
         return sum(self.expected.values())
 
 
-def create_topics(bootstrap: str, partitions: dict[str, int]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, n, 1) for name, n in partitions.items()])
-    for future in futures.values():
-        future.result(timeout=60)
-
-
-def delete_topics(bootstrap: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics(names, operation_timeout=30).values():
-        with contextlib.suppress(KafkaException):
-            future.result(timeout=60)
-
-
-def _produce(producer: Producer, topic: str, value: bytes, partition: int) -> None:
-    while True:
-        try:
-            producer.produce(topic, value=value, partition=partition)
-            return
-        except BufferError:
-            producer.poll(0.05)
-
-
 def produce_plain(bootstrap: str, topic: str, partitions: int, stream: EventStream, count: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 10})
     for i, key in enumerate(stream.next_keys(count)):
-        _produce(producer, topic, stream.encode(key, time.time()), i % partitions)
+        produce(producer, topic, stream.encode(key, time.time()), partition=i % partitions)
     if producer.flush(120):
         raise RuntimeError("producing the warm-up events timed out")
 
@@ -110,7 +86,7 @@ def produce_backlog(bootstrap: str, topic: str, partitions: int, stream: EventSt
     producer.init_transactions(60)
     producer.begin_transaction()
     for i, key in enumerate(stream.next_keys(count)):
-        _produce(producer, topic, stream.encode(key, time.time()), i % partitions)
+        produce(producer, topic, stream.encode(key, time.time()), partition=i % partitions)
     if producer.flush(300):
         raise RuntimeError("producing the backlog timed out")
     visible_from = time.time()
@@ -140,7 +116,8 @@ class RateProducer(threading.Thread):
             due = int(elapsed * self.rate) + 1 - self.produced
             for key in self.stream.next_keys(max(0, due)):
                 now = time.time()
-                _produce(self.producer, self.topic, self.stream.encode(key, now), self.produced % self.partitions)
+                produce(self.producer, self.topic, self.stream.encode(key, now),
+                        partition=self.produced % self.partitions)
                 if key != self.stream.keys.excluded:
                     self.produced_at[key].append(now)
                 self.produced += 1

@@ -1,0 +1,47 @@
+"""Kafka chores of the tools (tests, chaos, bench, demo): topics made and removed, and a
+produce that waits when librdkafka's local queue is full instead of failing."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the client is imported when used: the CLI builds its parser without it
+    from confluent_kafka import Producer
+
+
+def create_topics(bootstrap_servers: str, partitions: Mapping[str, int], config: Mapping[str, str] | None = None,
+                  client: Mapping[str, Any] | None = None) -> None:
+    """Create each topic with its partition count (replication 1: the test broker is single-node)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client or {})})
+    futures = admin.create_topics([NewTopic(name, n, 1, config=dict(config or {})) for name, n in partitions.items()])
+    for future in futures.values():
+        future.result(timeout=60)
+
+
+def delete_topics(bootstrap_servers: str, names: list[str]) -> None:
+    """Delete the topics; one that is already gone is not an error."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    for future in admin.delete_topics(names, operation_timeout=30).values():
+        with contextlib.suppress(KafkaException):
+            future.result(timeout=60)
+
+
+def produce(producer: Producer, topic: str, value: bytes | None, key: bytes | None = None,
+            partition: int | None = None, on_delivery: Callable | None = None) -> None:
+    """Queue one record; while the local queue is full, serve deliveries and try again."""
+    kwargs: dict[str, Any] = {"key": key, "on_delivery": on_delivery}
+    if partition is not None:
+        kwargs["partition"] = partition
+    while True:
+        try:
+            producer.produce(topic, value=value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)

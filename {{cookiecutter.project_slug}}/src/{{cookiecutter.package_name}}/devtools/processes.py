@@ -1,0 +1,104 @@
+"""The machine's processes, read from /proc: a process tree, what runs where, how much CPU and
+memory it took, and killing a snapshot of them without hitting a reused pid. Shared by the chaos
+runner and the benchmark."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, start time) of every process, from /proc/<pid>/stat."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ')'.
+        fields = stat[stat.rindex(b")") + 2:].split()
+        table[int(entry)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def descendants(root: int) -> dict[int, tuple[int, int]]:
+    """Every process below `root`, as pid -> (parent pid, start time)."""
+    table = processes()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found: dict[int, tuple[int, int]] = {}
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found[child] = table[child]
+                stack.append(child)
+    return found
+
+
+def kill_processes(known: dict[int, tuple[int, int]]) -> None:
+    """SIGKILL the processes of a snapshot that still run, never a later process with a reused pid."""
+    now = processes()
+    for pid, (_, started) in known.items():
+        if pid in now and now[pid][1] == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """User + system CPU time of a process, in clock ticks."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            stat = stat_file.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def field_kib(pid: int, field: str = "VmHWM", source: str = "status") -> int | None:
+    """A KiB field of /proc/<pid>/<source> (VmHWM in status: the peak resident set; Pss in
+    smaps_rollup: the proportional share); None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{source}") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_path: Path,
+              env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Run the job's own CLI (`python -m <package> <arguments> --set option=value ...`) as
+    production runs it: a process in a session of its own, so that a fault or a test can SIGKILL
+    its whole group (driver, JVM, Python workers); configured by `--set` only (the environment's
+    `<PACKAGE>_*` options are dropped); its output in `log_path`."""
+    package = __package__.split(".")[0]
+    command = [sys.executable, "-m", package, *arguments]
+    for name, value in settings.items():
+        command += ["--set", f"{name}={value}"]
+    prefix = f"{package.upper()}_"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(prefix)}
+    environment.update({"PYTHONUNBUFFERED": "1", **(env or {})})
+    with open(log_path, "w") as log:
+        return subprocess.Popen(command, cwd=cwd, env=environment, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
