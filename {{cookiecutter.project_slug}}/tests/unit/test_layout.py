@@ -1,5 +1,6 @@
-"""The job and its tooling wing stay apart: the job's modules never import `devtools` (which
-spark-submit.sh leaves out of the shipped zip), and the light commands never import PySpark."""
+"""The import graph: the job and its tooling wing stay apart (the job's modules never import
+`devtools`, which spark-submit.sh leaves out of the shipped zip); the sink is a sink of Kafka
+records that knows nothing of the aggregation; the light commands never import PySpark."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 import {{ cookiecutter.package_name }}
 
 PACKAGE_DIR = Path({{ cookiecutter.package_name }}.__file__).parent
+# What the sink must not know: the query and its aggregation (it stages and produces bytes).
+PIPELINE_MODULES = ("job", "parsing", "counting", "ttl_counting", "dead_letters", "output_records")
 # Commands that only read the configuration or the checkpoint: they must start fast.
 LIGHT_COMMANDS = ("config",)
 
@@ -38,6 +41,15 @@ def test_the_job_never_imports_the_tooling_wing() -> None:
         imports = _imports(ast.parse(path.read_text()), top_level_only=path.name == "cli.py")
         if bad := [name for name in imports if "devtools" in name]:
             offenders[str(path.relative_to(PACKAGE_DIR))] = bad
+    assert not offenders, offenders
+
+
+def test_the_sink_imports_nothing_of_the_pipeline() -> None:
+    offenders = {}
+    for path in (PACKAGE_DIR / "sink").glob("*.py"):
+        imported = [name.lstrip(".").split(".")[0] for name in _imports(ast.parse(path.read_text()), False)]
+        if bad := sorted(set(imported) & set(PIPELINE_MODULES)):
+            offenders[path.name] = bad
     assert not offenders, offenders
 
 
