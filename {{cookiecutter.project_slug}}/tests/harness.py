@@ -41,6 +41,7 @@ class JobUnderTest:
         self.marker_topic = f"markers-{suffix}"
         self.sink_id = f"sink-{suffix}"
         self.checkpoint = self.workdir / "checkpoint"
+        self.checkpoint_location = str(self.checkpoint)  # a test may put it elsewhere (s3a://...)
         self.fault_log = self.workdir / "faults.log"
 
     def fired_faults(self) -> list[str]:
@@ -56,7 +57,7 @@ class JobUnderTest:
             "sink_id": self.sink_id,
             "transactional_id_prefix": "test",
             "delivery_guarantee": self.guarantee,
-            "checkpoint_location": str(self.checkpoint),
+            "checkpoint_location": self.checkpoint_location,
             "trigger_interval_seconds": "0.5",
             "shuffle_partitions": "2",
             "restart_delay_seconds": "1",
@@ -102,7 +103,7 @@ class JobUnderTest:
 
         records = read_positions(self.bootstrap_servers, self.input_topic)
         return verify_batches(verdict, published, records, counted_key,
-                              checkpoint.batch_ends(str(self.checkpoint), self.input_topic))
+                              checkpoint.batch_ends(self.checkpoint_location, self.input_topic))
 
 
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02

@@ -31,12 +31,12 @@ def _config(args: argparse.Namespace) -> JobConfig:
 
 def _run(args: argparse.Namespace) -> int:
     from .job import spark_session
-    from .preflight import check_kafka
+    from .preflight import check_before_spark
     from .runner import StopRequested, run
     from .sink import faults
 
     config = _config(args)
-    check_kafka(config)  # before Spark starts: a wrong broker or topic fails in seconds
+    check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
     faults.record_driver_process_group()
     stop = StopRequested()
     stop.install()

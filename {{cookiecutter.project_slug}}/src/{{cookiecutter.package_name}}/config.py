@@ -14,6 +14,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .kafka_client import java_client_options
+from .object_store import S3_SETTINGS
 
 DEFAULT_CONFIG_PATH = Path("job.toml")
 ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
@@ -29,6 +30,9 @@ class JobConfig:
     # Kafka client settings for every client the job and its tools make (security.protocol, sasl.*,
     # ssl.*, client.id ...), in librdkafka's names; `${VAR}` takes a value from the environment.
     kafka: dict[str, str] = field(default_factory=dict)
+    # Where a checkpoint on s3:// or s3a:// lives (object_store.S3_SETTINGS: endpoint, region,
+    # access_key_id, secret_access_key, path_style_access), for Spark, the sink and start-up checks.
+    s3: dict[str, str] = field(default_factory=dict)
     input_topic: str = "{{ cookiecutter.input_topic }}"
     output_topic: str = "{{ cookiecutter.output_topic }}"
     dead_letter_topic: str = "{{ cookiecutter.dead_letter_topic }}"
@@ -122,20 +126,22 @@ def load_config(
     for name in types:
         if (env_value := environ.get(ENV_PREFIX + name.upper())) is not None:
             values[name] = env_value
-    client_settings = {}
+    tables: dict[str, dict[str, str]] = {"kafka": {}, "s3": {}}
     for name, raw in (overrides or {}).items():
-        if name.startswith("kafka."):  # --set kafka.security.protocol=SASL_SSL
-            client_settings[name.removeprefix("kafka.")] = raw
+        table, dot, key = name.partition(".")
+        if dot and table in tables:  # --set kafka.security.protocol=SASL_SSL, --set s3.endpoint=...
+            tables[table][key] = raw
         else:
             values[name] = raw
     unknown = sorted(set(values) - set(types))
     if unknown:
         raise ConfigError(unknown[0], f"unknown option; known options are: {', '.join(types)}")
     typed = {name: _coerce(name, raw, types[name]) for name, raw in values.items()}
-    typed["kafka"] = {
-        name: _from_environment(f"kafka.{name}", value, environ)
-        for name, value in {**typed.get("kafka", {}), **client_settings}.items()
-    }
+    for table, settings in tables.items():
+        typed[table] = {
+            name: _from_environment(f"{table}.{name}", str(value), environ)
+            for name, value in {**typed.get(table, {}), **settings}.items()
+        }
     return validated(JobConfig(**typed))
 
 
@@ -163,6 +169,7 @@ def masked(config: JobConfig) -> dict[str, Any]:
     """The configuration as printable data: secrets of the client settings replaced by ***."""
     data = dataclasses.asdict(config)
     data["kafka"] = {name: "***" if is_secret(name) else value for name, value in config.kafka.items()}
+    data["s3"] = {name: "***" if is_secret(name) else value for name, value in config.s3.items()}
     return data
 
 
@@ -207,6 +214,9 @@ def validated(config: JobConfig) -> JobConfig:
     for name in config.kafka:
         if name in JOB_OWNED_CLIENT_SETTINGS:
             raise ConfigError(f"kafka.{name}", JOB_OWNED_CLIENT_SETTINGS[name])
+    for name in config.s3:
+        if name not in S3_SETTINGS:
+            raise ConfigError(f"s3.{name}", f"unknown S3 setting; known: {', '.join(S3_SETTINGS)}")
     try:  # the Java client's form of the settings (Spark's source) is built when the query is
         java_client_options(config.kafka)
     except ValueError as error:

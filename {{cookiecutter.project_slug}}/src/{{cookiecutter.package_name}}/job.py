@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
+from . import object_store
 from .config import JobConfig
 from .counting import Changes, count_changes
 from .kafka_client import java_client_options
@@ -32,7 +33,11 @@ FETCH_MAX_WAIT_MS = 20
 
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
-    return new_session(app_name, config.spark_master, config.shuffle_partitions)
+    if not object_store.on_s3(config.checkpoint_location):
+        return new_session(app_name, config.spark_master, config.shuffle_partitions)
+    object_store.use_in_this_process(config.s3)
+    return new_session(app_name, config.spark_master, config.shuffle_partitions,
+                       conf=object_store.spark_conf(config.s3), packages=(object_store.hadoop_aws_package(),))
 
 
 def event_schema(config: JobConfig) -> EventSchema:

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from . import checkpoint
+from . import checkpoint, object_store
 from .config import ConfigError, JobConfig
 from .job import event_schema
 from .kafka_client import librdkafka_config
@@ -39,6 +39,18 @@ def check_kafka(config: JobConfig, timeout: float = 15.0) -> None:
                 option, f"topic {name!r} does not exist on {config.bootstrap_servers}; create it first "
                 "(`{{ cookiecutter.package_name }} topics create` creates the job's topics)"
             )
+
+
+def check_storage(config: JobConfig) -> None:
+    """A checkpoint on S3: its bucket answers, with the [s3] settings (object_store.check_bucket)."""
+    if object_store.on_s3(config.checkpoint_location):
+        object_store.check_bucket(config.checkpoint_location, config.s3)
+
+
+def check_before_spark(config: JobConfig) -> None:
+    """What fails in seconds, before Spark starts: the broker, the topics, the checkpoint's storage."""
+    check_kafka(config)
+    check_storage(config)
 
 
 def check_filter(spark: SparkSession, config: JobConfig) -> None:
@@ -147,7 +159,7 @@ def check_transaction_timeout(config: JobConfig, timeout: float = 15.0) -> None:
 
 
 def run_all(spark: SparkSession, config: JobConfig) -> None:
-    check_kafka(config)
+    check_before_spark(config)
     check_transaction_timeout(config)
     check_marker_topic(config)
     check_pinned_sink_settings(config)

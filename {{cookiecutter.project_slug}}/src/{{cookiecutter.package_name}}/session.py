@@ -34,15 +34,19 @@ def installed_spark_version() -> str:
     return importlib.metadata.version("pyspark")
 
 
-def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool = False) -> SparkSession:
+def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool = False,
+                  conf: dict[str, str] | None = None, packages: tuple[str, ...] = ()) -> SparkSession:
+    """`conf` and `packages` add to the job's own (e.g. S3A for a checkpoint on S3)."""
     # Python workers must run the interpreter that has this package (in local mode, this one).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
+    for name, value in (conf or {}).items():
+        builder = builder.config(name, value)
     if not launched_by_spark_submit():
         log4j = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
         builder = (
             builder.master(master)
-            .config("spark.jars.packages", KAFKA_CONNECTOR)
+            .config("spark.jars.packages", ",".join((KAFKA_CONNECTOR, *packages)))
             .config("spark.jars.ivySettings", str(IVY_SETTINGS))
             .config("spark.driver.extraJavaOptions", log4j)
             .config("spark.executor.extraJavaOptions", log4j)

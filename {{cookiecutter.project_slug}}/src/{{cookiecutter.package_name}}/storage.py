@@ -20,7 +20,12 @@ def resolve_location(location: str) -> str:
 
 
 def filesystem(location: str) -> tuple[pafs.FileSystem, str]:
-    return pafs.FileSystem.from_uri(resolve_location(location))
+    """The filesystem and path of `location`; `s3a://` (Hadoop's name, which Spark's checkpoint
+    uses) is pyarrow's `s3://`, configured from the AWS variables (object_store.py)."""
+    uri = resolve_location(location)
+    if uri.startswith("s3a://"):
+        uri = "s3://" + uri.removeprefix("s3a://")
+    return pafs.FileSystem.from_uri(uri)
 
 
 def write_atomic(fs: pafs.FileSystem, path: str, data: bytes) -> None:

@@ -24,9 +24,10 @@ def test_unknown_provider_is_rejected_with_the_choices(monkeypatch):
 
 
 def test_missing_tool_says_what_to_install(monkeypatch, tmp_path):
+    from {{ cookiecutter.package_name }}.devtools import maven
     from {{ cookiecutter.package_name }}.devtools.kafka_local import process
 
     monkeypatch.setenv("KAFKA_LOCAL_CACHE", str(tmp_path))
-    monkeypatch.setattr(process.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(maven.shutil, "which", lambda tool: None)
     with pytest.raises(KafkaUnavailable, match="apt-get install maven"):
         process.resolve_jars()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,10 @@ def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_pat
     with open(log_path, "w") as log:
         return subprocess.Popen(command, cwd=cwd, env=environment, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+
+
+def free_port() -> int:
+    """A port on the loopback interface that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

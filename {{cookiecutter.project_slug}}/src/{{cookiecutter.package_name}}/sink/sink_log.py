@@ -7,6 +7,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 
+from .. import object_store
 from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
 from .stage import StagedFile, sink_dir
 
@@ -36,6 +37,10 @@ class LogEntry:
         return cls(**raw)
 
 
+class SinkLogConflict(RuntimeError):
+    """Another driver wrote this batch's log entry between this driver's read and its write."""
+
+
 class SinkLog:
     def __init__(self, checkpoint: str, sink_id: str) -> None:
         self.fs, base = filesystem(checkpoint)
@@ -60,11 +65,25 @@ class SinkLog:
             return None
 
     def write(self, entry: LogEntry) -> None:
-        """Write atomically. A committed entry is never replaced: that batch is published."""
+        """Write atomically. A committed entry is never replaced: that batch is published.
+
+        On S3 the write is conditional on the entry being as this driver just read it (absent,
+        or that ETag): two drivers of one sink cannot both move batch N on, the second fails
+        with SinkLogConflict. (Kafka's fencing stops the older one too; this holds even before
+        either reaches Kafka.) Elsewhere a rename makes the write atomic."""
+        path = self._path(entry.batch_id)
+        seen = object_store.etag(path) if self.fs.type_name == "s3" else None
         current = self.read(entry.batch_id)
         if current is not None and current.status == COMMITTED and current != entry:
             raise RuntimeError(f"sink log: batch {entry.batch_id} is already committed; refusing to overwrite it")
-        write_atomic(self.fs, self._path(entry.batch_id), entry.to_json())
+        if self.fs.type_name != "s3":
+            write_atomic(self.fs, path, entry.to_json())
+            return
+        try:
+            object_store.put_if_unchanged(path, entry.to_json(), seen)
+        except object_store.ConditionalWriteFailed as error:
+            raise SinkLogConflict(f"sink log: batch {entry.batch_id}: {error}; is another job running with this "
+                                  "sink_id?") from None
 
     def batch_ids(self) -> list[int]:
         return sorted(int(name.split(".")[0]) for name in list_names(self.fs, self.directory) if name.endswith(".json"))

@@ -23,14 +23,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from ...config import load_config
     from ...job import spark_session
-    from ...preflight import check_kafka
+    from ...preflight import check_before_spark
     from ...runner import StopRequested, run
     from ...sink import faults
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     config = load_config(None, dict(item.split("=", 1) for item in args.set))
-    check_kafka(config)
+    check_before_spark(config)
     faults.record_driver_process_group()
     stop = StopRequested()
     stop.install()

@@ -13,8 +13,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from ...errors import KafkaUnavailable
+from ..processes import free_port
 from . import sasl
-from .process import _new_cluster_id, free_port
+from .process import _new_cluster_id
 
 DATA_DIR = "/var/lib/kafka/data"  # a volume in apache/kafka, owned by its non-root user
 OWNER_LABEL = "kafka-local.owner"  # "<host>:<pid>" of the session that started the container

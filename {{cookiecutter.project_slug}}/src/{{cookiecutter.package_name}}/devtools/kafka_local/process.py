@@ -4,10 +4,7 @@ started from Kafka's own jars, which Maven resolves once into a cache outside th
 from __future__ import annotations
 
 import base64
-import fcntl
-import hashlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 
 from ...errors import KafkaUnavailable
+from .. import maven
+from ..processes import free_port
 from . import sasl
 
 KAFKA_VERSION = "4.3.0"
@@ -28,66 +27,16 @@ def _resource(name: str) -> bytes:
 
 
 def cache_root() -> Path:
-    """Where resolved jars are kept: $KAFKA_LOCAL_CACHE, else the user's cache directory."""
-    if configured := os.environ.get("KAFKA_LOCAL_CACHE"):
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafka-local"
+    return maven.cache_root()
 
 
 def _require(tool: str, package: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise KafkaUnavailable(
-            f"'{tool}' was not found on PATH; the local Kafka broker needs it "
-            f"(install it with: apt-get install {package})."
-        )
-    return path
+    return maven.require(tool, package, KafkaUnavailable, "the local Kafka broker")
 
 
 def resolve_jars(log=print) -> Path:
-    """Return a directory holding the broker's runtime jars, resolving them with Maven once.
-
-    The directory name carries a hash of the POM, so a version change resolves anew.
-    A file lock makes concurrent first runs wait for one another instead of racing.
-    """
-    pom = _resource("pom.xml")
-    digest = hashlib.sha256(pom).hexdigest()[:12]
-    target = cache_root() / f"kafka-{KAFKA_VERSION}-{digest}"
-    jars = target / "jars"
-    if (target / "complete").exists():
-        return jars
-    mvn = _require("mvn", "maven")
-    target.mkdir(parents=True, exist_ok=True)
-    with open(target / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (target / "complete").exists():
-            return jars
-        log(f"kafka: resolving Apache Kafka {KAFKA_VERSION} jars with Maven into {jars} (once)")
-        (target / "pom.xml").write_bytes(pom)
-        staging = target / "jars.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        started = time.monotonic()
-        result = subprocess.run(
-            [mvn, "-B", "-q", "-f", str(target / "pom.xml"), "dependency:copy-dependencies",
-             f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
-            capture_output=True, text=True,
-        )
-        if result.returncode != 0:
-            raise KafkaUnavailable(
-                "Maven could not resolve Apache Kafka's jars:\n" + (result.stdout + result.stderr)[-3000:]
-            )
-        shutil.rmtree(jars, ignore_errors=True)
-        staging.rename(jars)
-        (target / "complete").write_text(KAFKA_VERSION)
-        log(f"kafka: jars resolved in {time.monotonic() - started:.1f}s")
-    return jars
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A directory holding the broker's runtime jars, resolved with Maven once."""
+    return maven.resolve_jars(_resource("pom.xml"), f"kafka-{KAFKA_VERSION}", KafkaUnavailable, log)
 
 
 def server_properties(data_dir: Path, port: int, controller_port: int, sasl_port: int) -> str:
