@@ -21,7 +21,7 @@ from {{ cookiecutter.package_name }}.sink import faults
 pytestmark = pytest.mark.integration
 
 FAULT_BATCH = 1  # the second batch: the first one is committed before the crash
-PUBLISHED_BEFORE_THE_CRASH = {faults.AFTER_KAFKA_COMMIT, faults.AFTER_LOG_COMMITTED}
+PUBLISHED_BEFORE_THE_CRASH = {faults.AFTER_KAFKA_COMMIT, faults.AFTER_LOG_COMMITTED, faults.WRITING_SPARK_COMMIT}
 
 
 @pytest.fixture(autouse=True)
@@ -56,6 +56,8 @@ def test_exactly_once_through_a_crash_at(job, fault):
         assert FAULT_BATCH not in batches_at_crash
     assert verdict.exactly_once, verdict.problems
     assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    if fault == faults.WRITING_SPARK_COMMIT:  # the torn commit file was there for the restart to meet
+        assert list((job.checkpoint / "commits").glob(f".{FAULT_BATCH}.*.tmp"))
 
 
 def test_a_crash_between_two_shards_commits_publishes_the_second_shard_once(job):

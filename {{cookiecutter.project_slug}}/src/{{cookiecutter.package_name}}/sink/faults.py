@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import uuid
 
 POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
@@ -29,7 +30,10 @@ AFTER_LOG_ENTRY = "after_log_entry"  # the sink log says prepared; Kafka untouch
 BEFORE_KAFKA_COMMIT = "before_kafka_commit"  # records and marker produced, transaction open
 AFTER_KAFKA_COMMIT = "after_kafka_commit"  # the transaction committed; Spark's commits/N not written
 AFTER_LOG_COMMITTED = "after_log_committed"  # the log says committed; staging not cleaned, no commits/N
-POINTS = (SINK_TASK, AFTER_STAGING, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED)
+# The sink returned and Spark was writing commits/N: its temporary file is there, commits/N is not.
+WRITING_SPARK_COMMIT = "writing_spark_commit"
+POINTS = (SINK_TASK, AFTER_STAGING, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED,
+          WRITING_SPARK_COMMIT)
 
 
 def armed_point() -> str | None:
@@ -43,10 +47,13 @@ class InjectedFault(RuntimeError):
     """The exception of FAULT_MODE=raise."""
 
 
-def maybe_crash(point: str, batch_id: int) -> None:
-    """SIGKILL this process group (or raise) if `point` is armed for this batch."""
+def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> None:
+    """SIGKILL this process group (or raise) if `point` is armed for this batch. At
+    WRITING_SPARK_COMMIT, first leave what a crash in the middle of Spark's commit leaves."""
     if armed_point() != point or batch_id < int(os.environ.get(BATCH_VARIABLE, "0")):
         return
+    if point == WRITING_SPARK_COMMIT and checkpoint is not None:
+        _leave_partial_commit(checkpoint, batch_id)
     if os.environ.get(MODE_VARIABLE, "kill") == "raise":
         raise InjectedFault(f"fault injection: {point} in batch {batch_id}")
     message = f"fault injection: SIGKILL at {point} in batch {batch_id}"
@@ -64,3 +71,14 @@ def maybe_crash(point: str, batch_id: int) -> None:
 def record_driver_process_group() -> None:
     """Called by the driver before Spark starts, so that workers know whom to kill."""
     os.environ[DRIVER_GROUP_VARIABLE] = str(os.getpgid(0))
+
+
+def _leave_partial_commit(checkpoint: str, batch_id: int) -> None:
+    """Spark writes `commits/N` as `commits/.N.<uuid>.tmp`, then renames it (CheckpointFileManager):
+    a crash in between leaves the temporary file, cut short."""
+    from ..storage import filesystem
+
+    fs, base = filesystem(checkpoint)
+    fs.create_dir(f"{base}/commits", recursive=True)
+    with fs.open_output_stream(f"{base}/commits/.{batch_id}.{uuid.uuid4()}.tmp") as out:
+        out.write(b"v1\n{\"nextBatchWatermarkMs\"")
