@@ -6,6 +6,7 @@ start-up check of the bucket."""
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 from collections.abc import Mapping
@@ -100,9 +101,17 @@ class ConditionalWriteFailed(RuntimeError):
 
 
 def _client():
+    """One client per AWS settings, reused: the sink log writes through it twice per batch, and
+    building a boto3 client costs far more than a request to the store."""
+    return _client_for(tuple(os.environ.get(variable) for variable in _ENVIRONMENT.values()))
+
+
+@functools.cache
+def _client_for(settings: tuple[str | None, ...]):
     import boto3
 
-    return boto3.client("s3")  # endpoint, region and credentials from the AWS variables (use_in_this_process)
+    del settings  # only the cache key: boto3 reads the same AWS variables (use_in_this_process)
+    return boto3.client("s3")
 
 
 def etag(path: str) -> str | None:
