@@ -52,8 +52,20 @@ def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str,
             except KafkaException as error:
                 if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
-        metadata = admin.list_topics(topic, timeout=30)
-    _check_fit(admin, topic, len(metadata.topics[topic].partitions))
+    _check_fit(admin, topic, _partition_count(admin, topic))
+
+
+def _partition_count(admin: AdminClient, topic: str, timeout: float = 30.0) -> int:
+    """The topic's partitions, once the broker's metadata shows them: just after a topic is
+    created, its metadata may still list none (a Kafka topic always has at least one), and
+    reading that as "0 partitions" refused a fresh marker topic at start-up (seen here)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        described = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        partitions = len(described.partitions) if described is not None and described.error is None else 0
+        if partitions or time.monotonic() >= deadline:
+            return partitions
+        time.sleep(0.2)
 
 
 def _check_fit(admin: AdminClient, topic: str, partitions: int) -> None:
