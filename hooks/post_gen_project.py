@@ -12,7 +12,7 @@ from pathlib import Path
 # Option -> the paths it owns (removed when the answer is "no").
 OPTIONAL_PATHS = {
     "include_github_actions": (".github",),
-    "include_deployment": ("deploy",),
+    "include_deployment": ("deploy", "tests/cluster"),  # the cluster tests submit through deploy/
 }
 ANSWERS_FILE = ".cookiecutter.json"
 

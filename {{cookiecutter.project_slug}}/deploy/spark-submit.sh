@@ -3,15 +3,17 @@
 #
 #   SPARK_MASTER=spark://host:7077 deploy/spark-submit.sh            # arguments default to: run
 #   SPARK_MASTER=yarn deploy/spark-submit.sh run --set trigger_interval_seconds=5
+#   CHECKPOINT_LOCATION=s3a://bucket/counts SPARK_SUBMIT_ARGS="--executor-memory 2g" deploy/spark-submit.sh
 #
 # Spark itself is the installed pyspark (pyproject.toml pins it); Kafka is read by Spark's own
 # connector, of the same Spark version, which spark-submit resolves with --packages (through the
 # job's conf/ivysettings.xml) and ships to the executors. The job's settings come from job.toml, the
 # {{ cookiecutter.package_name | upper }}_<OPTION> environment variables and --set flags, as for `{{ cookiecutter.package_name }} run`.
 #
-# Every node runs Python code (parsing, the transactional sink): each needs Python 3.11+ with
-# this project's dependencies installed (the same image everywhere, or a venv packed with
-# venv-pack and shipped with --archives).
+# The exactly-once job runs Python on the driver only (the commit protocol); executors run Python
+# for the at-least-once sink and the state TTL's count. Nodes that run Python need Python 3.11+
+# with this project's dependencies (the same image everywhere, or a venv packed with venv-pack
+# and shipped with --archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,13 +29,18 @@ PACKAGES=$(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.ses
 DEFAULT_CHECKPOINT={{ "'" + cookiecutter.checkpoint_location.replace("'", "'\\''") + "'" }}
 CHECKPOINT_LOCATION=${CHECKPOINT_LOCATION:-$DEFAULT_CHECKPOINT}
 EXTRA_CONF=()
-{%- if cookiecutter.checkpoint_location.lower().startswith(("s3:", "s3a:")) %}
-# S3 through Hadoop's S3A connector, of the same Hadoop version as Spark's own jars; credentials
-# come from the AWS default chain (environment, profile, instance or pod role).
-HADOOP_VERSION=$(find "$SPARK_HOME/jars" -name 'hadoop-client-api-*.jar' -printf '%f\n' | sed -n 's/^hadoop-client-api-\(.*\)\.jar$/\1/p')
-PACKAGES+=",org.apache.hadoop:hadoop-aws:${HADOOP_VERSION}"
-EXTRA_CONF+=(--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)
-{%- endif %}
+case "$CHECKPOINT_LOCATION" in
+  s3:*|s3a:*)
+    # S3 through Hadoop's S3A connector, of the same Hadoop version as Spark's own jars; the job
+    # gives S3A the [s3] table's settings, else the AWS default chain applies (environment,
+    # profile, instance or pod role).
+    HADOOP_VERSION=$(find "$SPARK_HOME/jars" -name 'hadoop-client-api-*.jar' -printf '%f\n' | sed -n 's/^hadoop-client-api-\(.*\)\.jar$/\1/p')
+    PACKAGES+=",org.apache.hadoop:hadoop-aws:${HADOOP_VERSION}"
+    EXTRA_CONF+=(--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)
+    ;;
+esac
+# More spark-submit options, e.g. SPARK_SUBMIT_ARGS="--executor-memory 2g --total-executor-cores 4".
+read -r -a USER_ARGS <<< "${SPARK_SUBMIT_ARGS:-}"
 
 # The job's package, shipped to the executors; the tooling wing (devtools/) stays behind.
 mkdir -p build/deploy
@@ -63,4 +70,5 @@ exec "$SPARK_HOME/bin/spark-submit" \
   --conf spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=true \
   --conf spark.pyspark.python="$PYTHON" \
   "${EXTRA_CONF[@]}" \
+  "${USER_ARGS[@]}" \
   deploy/main.py "${@:-run}"

@@ -12,6 +12,7 @@ from harness import CONFIG, JobUnderTest
 
 from {{ cookiecutter.package_name }}.devtools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
+from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}.devtools.sample import Keep, spark_filter
 from {{ cookiecutter.package_name }}.session import spark_session
 
@@ -27,6 +28,21 @@ def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             yield handle
     except KafkaUnavailable as error:
         pytest.fail(f"this test needs a real Kafka broker and none could be had.\n{error}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def s3_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3 server (S3Proxy, devtools/s3_local), started for the tests that ask for one."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    try:
+        seconds = server.start()
+    except S3Unavailable as error:
+        pytest.fail(f"this test needs a real S3 server and none could be had: {error}", pytrace=False)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\ns3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s", flush=True)
+    yield server
+    server.stop()
 
 
 @pytest.fixture

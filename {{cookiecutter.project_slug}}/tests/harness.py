@@ -11,13 +11,16 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }} import checkpoint, object_store
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.devtools.processes import start_job
 from {{ cookiecutter.package_name }}.devtools.readback import Published, read_positions, read_published
+from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server
 from {{ cookiecutter.package_name }}.devtools.sample import Keep, SampleInput, as_key, configured_sample, produce
 from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify, verify_batches
 from {{ cookiecutter.package_name }}.sink import faults
+
+SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the job's `${...}` setting
 
 # What the tests run: the rendered defaults (the template's answers), the filter and key field included.
 CONFIG = JobConfig()
@@ -35,6 +38,8 @@ class JobUnderTest:
     options: dict[str, str] = field(default_factory=dict)
     runs: int = 0
     counted_values: set[bytes] = field(default_factory=set)  # every produced event the filter keeps
+    launcher: list[str] | None = None  # how the job is started; None: `python -m <package>` (local[2])
+    launcher_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         suffix = uuid.uuid4().hex[:8]
@@ -68,14 +73,14 @@ class JobUnderTest:
             extra_env: dict[str, str] | None = None, **options: str) -> subprocess.CompletedProcess:
         """Run the job to the end of its input (or until a fault kills it); the log is kept per run."""
         self.runs += 1
-        env = dict(extra_env or {})
+        env = {**self.launcher_env, **(extra_env or {})}
         if fault:
             env[faults.POINT_VARIABLE] = fault
             env[faults.BATCH_VARIABLE] = str(fault_batch)
             env[faults.LOG_VARIABLE] = str(self.fault_log)
         log_path = self.workdir / f"run-{self.runs}.log"
         process = start_job(["run", "--until-idle", str(until_idle)], {**self.settings(), **options}, self.workdir,
-                            log_path, env)
+                            log_path, env, self.launcher)
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -123,3 +128,18 @@ def merged(*samples: SampleInput) -> tuple[dict[str, int], list[bytes]]:
             counts[key] = counts.get(key, 0) + n
         malformed += sample.malformed_values
     return counts, malformed
+
+
+def on_s3(job: JobUnderTest, server: S3Server, monkeypatch, **changes: str) -> dict[str, str]:
+    """Point the job's checkpoint at a new bucket; the secret comes from the environment."""
+    bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
+    server.client().create_bucket(Bucket=bucket)
+    job.checkpoint_location = f"s3a://{bucket}/checkpoints/counts"
+    settings = {"s3.endpoint": server.endpoint, "s3.region": server.region, "s3.access_key_id": server.access_key,
+                "s3.secret_access_key": "${" + SECRET_VARIABLE + "}", "s3.path_style_access": "true", **changes}
+    # This process reads the checkpoint back too (the verdict's batch ends), as the job does.
+    s3 = {"endpoint": server.endpoint, "region": server.region, "access_key_id": server.access_key,
+          "secret_access_key": server.secret_key}
+    for name, value in object_store.environment(s3).items():
+        monkeypatch.setenv(name, value)
+    return settings

@@ -33,11 +33,9 @@ def _run(args: argparse.Namespace) -> int:
     from .job import spark_session
     from .preflight import check_before_spark
     from .runner import StopRequested, run
-    from .sink import faults
 
     config = _config(args)
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
-    faults.record_driver_process_group()
     stop = StopRequested()
     stop.install()
     spark = spark_session(config)

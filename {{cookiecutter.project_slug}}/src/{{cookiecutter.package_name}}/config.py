@@ -51,7 +51,6 @@ class JobConfig:
     transactional_id_prefix: str = "{{ cookiecutter.transactional_id_prefix }}"
     commit_shards: int = 1
     commit_timeout_seconds: float = 60.0
-    staging_retention_batches: int = 2
 
     trigger_interval_seconds: float = {{ cookiecutter.trigger_interval_seconds }}
     max_offsets_per_trigger: int = 200_000  # Spark's maxOffsetsPerTrigger: transaction markers count too
@@ -200,8 +199,8 @@ def validated(config: JobConfig) -> JobConfig:
     for option in positive:
         if getattr(config, option) <= 0:
             raise ConfigError(option, f"must be positive, got {getattr(config, option)}")
-    for option in ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "staging_retention_batches",
-                   "marker_replication_factor", "marker_min_insync_replicas"):
+    for option in ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
+                   "marker_min_insync_replicas"):
         if getattr(config, option) < 0:
             raise ConfigError(option, f"must not be negative, got {getattr(config, option)}")
     if not config.bootstrap_servers.strip():

@@ -4,7 +4,7 @@
                       └─ malformed records ───────────────→ dead-letter topic
 
 The source, the parse, the count (Spark's streaming aggregation) and the encoding of the output
-records run in the JVM; Python stages the records and runs the commit protocol (sink/).
+records run in the JVM; Python runs the commit protocol on the driver (sink/).
 A state TTL swaps the count for a Python operator (counting.py).
 """
 
@@ -82,21 +82,12 @@ def sink_settings(config: JobConfig) -> SinkSettings:
         marker_topic=config.marker_topic,
         shards=config.commit_shards,
         commit_timeout_seconds=config.commit_timeout_seconds,
-        staging_retention_batches=config.staging_retention_batches,
         client=dict(config.kafka),
     )
 
 
 def write_changes(changes: Changes, config: JobConfig) -> DataStreamWriter:
-    # Fewer sink tasks, but only with one commit shard: with several, a staged file's shard is its
-    # task's partition id, which a re-run must keep, and coalescing groups partitions by where
-    # Spark found them, which a restart changes (the commit_shards=2 crash test caught it).
-    coalesce_to = config.shuffle_partitions if config.commit_shards == 1 else None
-
-    def records(output: DataFrame, batch_id: int) -> DataFrame:
-        return for_batch(output, batch_id, coalesce_to)
-
-    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, records)
+    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, for_batch)
     return (
         encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)
         .outputMode(changes.output_mode)

@@ -1,8 +1,8 @@
 """A checkpoint on S3 (`s3://` or `s3a://`, one location for Spark's checkpoint and the sink's
 files), configured in one place: the `[s3]` table. From it come Spark's S3A settings (Hadoop's
-connector, for the checkpoint), the AWS variables that pyarrow and boto3 read (for the sink's
-staged files and log, on the driver and, through `spark.executorEnv`, on executors), and the
-start-up check of the bucket."""
+connector, for the checkpoint), the AWS variables that the driver's pyarrow and boto3 read (for
+the sink log), and the start-up check of the bucket. Executors only touch the checkpoint through
+Spark, so no credentials travel to them outside Hadoop's settings."""
 
 from __future__ import annotations
 
@@ -49,14 +49,12 @@ def hadoop_aws_package() -> str:
 
 
 def spark_conf(s3: Mapping[str, str]) -> dict[str, str]:
-    """Spark settings for a checkpoint on S3: `s3://` through S3A too, S3A from the [s3] table,
-    and the AWS variables on executors (their sink tasks write staged files with pyarrow).
+    """Spark settings for a checkpoint on S3: `s3://` through S3A too, S3A from the [s3] table.
     Spark redacts `secret` settings in its UI and logs."""
     conf = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
     conf.update({f"spark.hadoop.{_S3A[name]}": value for name, value in s3.items()})
     if s3.get("endpoint", "").startswith("http://"):
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
-    conf.update({f"spark.executorEnv.{name}": value for name, value in environment(s3).items()})
     return conf
 
 

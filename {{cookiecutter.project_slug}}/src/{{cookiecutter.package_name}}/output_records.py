@@ -3,7 +3,7 @@ becomes `{"key": ..., "count": ...}` on the output topic, keyed by its key; a de
 its JSON value (dead_letters.py) and goes to the dead-letter topic, keyed by its source
 coordinates. Once the batch is known, `for_batch` makes the value's last field `"batch_id": N`
 with one SQL expression, so a batch costs one small plan on the driver, not an encoding. The
-sink only stages and produces bytes."""
+sink only produces bytes."""
 
 from __future__ import annotations
 
@@ -28,11 +28,8 @@ def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> Dat
     )
 
 
-def for_batch(records: DataFrame, batch_id: int, partitions: int | None = None) -> DataFrame:
-    """Batch N's final records: `"batch_id": N` as the value's last field; with `partitions`, at
-    most that many partitions (the union of counts and dead letters has twice the shuffle's), so
-    as many sink tasks."""
+def for_batch(records: DataFrame, batch_id: int) -> DataFrame:
+    """Batch N's final records: `"batch_id": N` as the value's last field."""
     closing = f',"batch_id":{int(batch_id)}}}'.encode().hex()
-    final = records.where("key IS NOT NULL").selectExpr(
+    return records.where("key IS NOT NULL").selectExpr(
         "topic", "key", f"concat(substring(value, 1, length(value) - 1), X'{closing}') AS value")
-    return final.coalesce(partitions) if partitions else final

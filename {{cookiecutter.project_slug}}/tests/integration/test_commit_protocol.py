@@ -13,12 +13,11 @@ from confluent_kafka import Producer
 
 from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 from {{ cookiecutter.package_name }}.sink import coordinator, faults, producers
-from {{ cookiecutter.package_name }}.sink.coordinator import ProducerFenced, RecordRejected, publish
+from {{ cookiecutter.package_name }}.sink.coordinator import RECORDS_SCHEMA, ProducerFenced, RecordRejected, publish
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_markers
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
-from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, stage
 
 pytestmark = pytest.mark.integration
 
@@ -27,22 +26,18 @@ def settings_for(kafka, tmp_path, new_topic, sink_id: str) -> SinkSettings:
     return SinkSettings(
         bootstrap_servers=kafka.bootstrap_servers, checkpoint=str(tmp_path / "checkpoint"), sink_id=sink_id,
         transactional_id_prefix="test", marker_topic=new_topic("markers", config={"cleanup.policy": "compact"}),
-        shards=1, commit_timeout_seconds=30, staging_retention_batches=2, client={},
+        shards=1, commit_timeout_seconds=30, client={},
     )
 
 
-def staged_batch(settings: SinkSettings, topic: str, batch_id: int, rows: int, tasks: int = 2):
-    """Stage `rows` count records of batch N as `tasks` sink tasks would."""
-    messages = []
-    for task in range(tasks):
-        keys = [f"k{i}" for i in range(task, rows, tasks)]
-        table = pa.Table.from_pydict({
-            "topic": [topic] * len(keys),
-            "key": [k.encode() for k in keys],
-            "value": [json.dumps({"key": k, "count": 1, "batch_id": batch_id}).encode() for k in keys],
-        }, schema=STAGED_SCHEMA)
-        messages.append(stage(settings.checkpoint, settings.sink_id, batch_id, task, 0, table))
-    return messages
+def batch_records(topic: str, batch_id: int, rows: int) -> pa.Table:
+    """`rows` count records of batch N, as the sink hands them to the coordinator."""
+    keys = [f"k{i}" for i in range(rows)]
+    return pa.Table.from_pydict({
+        "topic": [topic] * rows,
+        "key": [k.encode() for k in keys],
+        "value": [json.dumps({"key": k, "count": 1, "batch_id": batch_id}).encode() for k in keys],
+    }, schema=RECORDS_SCHEMA)
 
 
 def batch_ids_visible(kafka, topic: str) -> list[int]:
@@ -55,8 +50,8 @@ def test_an_older_driver_is_fenced_once_a_newer_one_started(kafka, new_topic, tm
     old = CommitShard(settings, 0)
     new = CommitShard(settings, 0)  # the restarted driver: same sink id, same transactional id
     with pytest.raises(ProducerFenced, match="uses the same sink id"):
-        publish(settings, old, staged_batch(settings, output, 0, 10), 0)
-    publish(settings, new, staged_batch(settings, output, 1, 10), 1)
+        publish(settings, old, batch_records(output, 0, 10), 0)
+    publish(settings, new, batch_records(output, 1, 10), 1)
     assert batch_ids_visible(kafka, output) == [1] * 10
     assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "fenced") == {0: 1}
 
@@ -74,7 +69,7 @@ def test_a_batch_is_invisible_until_its_commit_then_visible_whole(kafka, new_top
 
     monkeypatch.setattr(faults, "maybe_crash", observe)
     for batch_id in range(3):
-        entry = coordinator.commit_batch(settings, staged_batch(settings, output, batch_id, 5000, tasks=3), batch_id)
+        entry = coordinator.commit_batch(settings, batch_records(output, batch_id, 5000), batch_id)
         assert entry is not None and entry.status == COMMITTED
         visible = batch_ids_visible(kafka, output)
         assert visible.count(batch_id) == 5000, "the whole batch is visible after its commit"
@@ -86,13 +81,13 @@ def test_a_rerun_after_the_kafka_commit_publishes_nothing(kafka, new_topic, tmp_
     """The crash case "Kafka committed, the log entry still says prepared": the marker decides."""
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "rerun")
-    entry = coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    entry = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0)
     log = SinkLog(settings.checkpoint, settings.sink_id)
     entry.status, entry.committed_at = PREPARED, None
     log.fs.delete_file(f"{log.directory}/0.json")
     log.write(entry)
     producers.reset(settings)  # as after a driver restart: new producer, marker read again
-    rerun = coordinator.commit_batch(settings, staged_batch(settings, output, 0, 100), 0)
+    rerun = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0)
     assert rerun is not None and rerun.status == COMMITTED
     assert batch_ids_visible(kafka, output) == [0] * 100
 
@@ -134,8 +129,8 @@ def test_keys_land_on_the_partition_a_java_producer_would_choose(kafka, new_topi
     keys = [b"", b"a", b"red", b"abcd", b"colour-123", "grün".encode()]
     table = pa.Table.from_pydict({
         "topic": [output] * len(keys) * 2, "key": keys * 2, "value": [b"{}"] * len(keys) * 2,
-    }, schema=STAGED_SCHEMA)
-    coordinator.commit_batch(settings, [stage(settings.checkpoint, settings.sink_id, 0, 0, 0, table)], 0)
+    }, schema=RECORDS_SCHEMA)
+    coordinator.commit_batch(settings, table, 0)
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "partitioner-check",
                          "isolation.level": "read_committed", "enable.partition.eof": True})
     consumer.assign([TopicPartition(output, p, 0) for p in range(5)])
@@ -168,7 +163,7 @@ def test_a_marker_behind_another_producers_open_transaction_is_still_read(kafka,
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "behind")
     foreign = open_foreign_transaction(kafka, settings.marker_topic)
-    publish(settings, CommitShard(settings, 0), staged_batch(settings, output, 0, 10), 0)
+    publish(settings, CommitShard(settings, 0), batch_records(output, 0, 10), 0)
     threading.Timer(2.0, foreign.abort_transaction, args=(30,)).start()
     assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "behind", timeout=30) == {0: 0}
 
@@ -178,7 +173,7 @@ def test_a_transaction_left_open_on_the_marker_topic_fails_the_read_clearly(kafk
     settings = settings_for(kafka, tmp_path, new_topic, "stuck")
     foreign = open_foreign_transaction(kafka, settings.marker_topic)
     try:
-        publish(settings, CommitShard(settings, 0), staged_batch(settings, output, 0, 10), 0)
+        publish(settings, CommitShard(settings, 0), batch_records(output, 0, 10), 0)
         with pytest.raises(MarkersUndecided, match="another producer has been open"):
             read_markers(kafka.bootstrap_servers, settings.marker_topic, "stuck", timeout=3)
     finally:
@@ -203,12 +198,11 @@ def test_a_record_the_client_refuses_aborts_the_transaction_and_says_why(kafka, 
     settings = settings_for(kafka, tmp_path, new_topic, "too-large")
     shard = CommitShard(settings, 0)
     table = pa.Table.from_pydict({"topic": [output, output], "key": [b"small", b"huge"],
-                                  "value": [b"{}", b"x" * 2_000_000]}, schema=STAGED_SCHEMA)
-    huge = stage(settings.checkpoint, settings.sink_id, 0, 0, 0, table)
+                                  "value": [b"{}", b"x" * 2_000_000]}, schema=RECORDS_SCHEMA)
     with pytest.raises(RecordRejected, match=r"key b'huge', 2000004 bytes.*message.max.bytes"):
-        publish(settings, shard, [huge], 0)
+        publish(settings, shard, table, 0)
     # The transaction was aborted, not left open: the same producer publishes the next batch.
-    publish(settings, shard, staged_batch(settings, output, 1, 10), 1)
+    publish(settings, shard, batch_records(output, 1, 10), 1)
     assert batch_ids_visible(kafka, output) == [1] * 10
 
 
@@ -253,7 +247,7 @@ def test_a_checkpoint_older_than_the_published_batches_is_refused(kafka, new_top
     settings = settings_for(kafka, tmp_path, new_topic, "restored")
     shard = CommitShard(settings, 0)
     for batch_id in range(4):
-        publish(settings, shard, staged_batch(settings, output, batch_id, 3), batch_id)
+        publish(settings, shard, batch_records(output, batch_id, 3), batch_id)
     (tmp_path / "checkpoint" / "offsets").mkdir(parents=True)
     for batch_id in range(2):  # the copy knew batches 0 and 1
         (tmp_path / "checkpoint" / "offsets" / str(batch_id)).write_text("v1\n{}\n{\"events\": {\"0\": 5}}\n")

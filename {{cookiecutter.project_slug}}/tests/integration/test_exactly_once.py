@@ -138,7 +138,7 @@ def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job
     assert commits.exists() and any(commits.iterdir()), "the job committed no batch"
     settings = SinkSettings(bootstrap_servers=job.bootstrap_servers, checkpoint=str(job.checkpoint),
                             sink_id=job.sink_id, transactional_id_prefix="test", marker_topic=job.marker_topic,
-                            shards=1, commit_timeout_seconds=30, staging_retention_batches=2, client={})
+                            shards=1, commit_timeout_seconds=30, client={})
     CommitShard(settings, 0).producer.flush(0)  # a newer instance's init_transactions: the running job is fenced
     second = produce_sample(job, count=2000, seed=12, partitions=4)
     running.join(300)

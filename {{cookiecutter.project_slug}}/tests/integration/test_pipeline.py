@@ -82,14 +82,14 @@ def test_restart_resumes_from_the_checkpoint_without_rereading(job):
 def test_restart_strategy_restarts_then_gives_up(job):
     produce_sample(job, count=200, seed=31, partitions=4, malformed_rate=0)
     result = job.run(
-        extra_env={"{{ cookiecutter.package_name | upper }}_FAULT_POINT": "after_staging",
+        extra_env={"{{ cookiecutter.package_name | upper }}_FAULT_POINT": "batch_computed",
                    "{{ cookiecutter.package_name | upper }}_FAULT_MODE": "raise"},
         restart_strategy="fixed-delay", restart_attempts="2", restart_delay_seconds="0.5",
     )
     assert result.returncode != 0
     assert result.stdout.count("restarting the query in") == 2, result.stdout[-3000:]
     assert "giving up: 3 failures; restart_attempts is 2" in result.stdout
-    assert "InjectedFault: fault injection: after_staging in batch 0" in result.stdout
+    assert "InjectedFault: fault injection: batch_computed in batch 0" in result.stdout
 
 
 def run_cli(job, *settings: str, command: str = "run", timeout: float = 120) -> subprocess.CompletedProcess:

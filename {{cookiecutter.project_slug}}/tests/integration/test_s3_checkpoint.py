@@ -1,5 +1,5 @@
 """The checkpoint on a real S3 server (S3Proxy, devtools/s3_local, which the tests start and stop
-like Kafka): Spark's checkpoint through Hadoop's S3A, the sink's staged files and log through
+like Kafka): Spark's checkpoint through Hadoop's S3A, the sink log through
 pyarrow, all from the one `[s3]` table; exactly-once through a crash; and a wrong bucket,
 endpoint or credentials failing at start-up, before Spark starts, with one line naming the setting."""
 
@@ -7,47 +7,15 @@ from __future__ import annotations
 
 import signal
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from harness import merged, produce_sample
+from harness import SECRET_VARIABLE, merged, on_s3, produce_sample
 
 from {{ cookiecutter.package_name }} import object_store
-from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog, SinkLogConflict
 
 pytestmark = pytest.mark.integration
-SECRET_VARIABLE = "TEST_S3_SECRET"
-
-
-@pytest.fixture(scope="module")
-def s3_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    try:
-        seconds = server.start()
-    except S3Unavailable as error:
-        pytest.fail(f"this test needs a real S3 server and none could be had: {error}", pytrace=False)
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\ns3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s", flush=True)
-    yield server
-    server.stop()
-
-
-def on_s3(job, server: S3Server, monkeypatch: pytest.MonkeyPatch, **changes: str) -> dict[str, str]:
-    """Point the job's checkpoint at a new bucket; the secret comes from the environment."""
-    bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
-    server.client().create_bucket(Bucket=bucket)
-    job.checkpoint_location = f"s3a://{bucket}/checkpoints/counts"
-    settings = {"s3.endpoint": server.endpoint, "s3.region": server.region, "s3.access_key_id": server.access_key,
-                "s3.secret_access_key": "${" + SECRET_VARIABLE + "}", "s3.path_style_access": "true", **changes}
-    # This process reads the checkpoint back too (the verdict's batch ends), as the job does.
-    s3 = {"endpoint": server.endpoint, "region": server.region, "access_key_id": server.access_key,
-          "secret_access_key": server.secret_key}
-    for name, value in object_store.environment(s3).items():
-        monkeypatch.setenv(name, value)
-    return settings
 
 
 def test_a_checkpoint_on_s3_holds_exactly_once_through_a_crash(job, s3_server, monkeypatch):
@@ -104,7 +72,7 @@ def test_two_drivers_cannot_both_write_a_batchs_log_entry(s3_server, monkeypatch
     for name, value in object_store.environment(s3).items():
         monkeypatch.setenv(name, value)
     checkpoint = f"s3a://{bucket}/checkpoints/counts"
-    entry = LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"], staged=[], records=0)
+    entry = LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"], records=0)
 
     first, second = SinkLog(checkpoint, "sink"), SinkLog(checkpoint, "sink")
     first.write(entry)  # absent: its If-None-Match wins

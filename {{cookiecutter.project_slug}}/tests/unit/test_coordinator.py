@@ -14,11 +14,17 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from {{ cookiecutter.package_name }}.sink import coordinator, producers
-from {{ cookiecutter.package_name }}.sink.coordinator import CommitFailed, ProducerFenced, RecordRejected, commit_batch
+from {{ cookiecutter.package_name }}.sink.coordinator import (
+    RECORDS_SCHEMA,
+    SHARD,
+    CommitFailed,
+    ProducerFenced,
+    RecordRejected,
+    commit_batch,
+)
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
-from {{ cookiecutter.package_name }}.sink.stage import STAGED_SCHEMA, StagedFile, stage
 
 MARKERS = "markers"
 
@@ -79,7 +85,7 @@ class FakeShard:
 def settings(tmp_path: Path) -> SinkSettings:
     return SinkSettings(bootstrap_servers="unused:9092", checkpoint=str(tmp_path / "checkpoint"), sink_id="unit",
                         transactional_id_prefix="test", marker_topic=MARKERS, shards=1, commit_timeout_seconds=5,
-                        staging_retention_batches=2, client={})
+                        client={})
 
 
 @dataclass
@@ -97,14 +103,11 @@ def pool(monkeypatch: pytest.MonkeyPatch) -> Pool:
     return fake
 
 
-def staged(settings: SinkSettings, batch_id: int, partitions: tuple[int, ...] = (0,), rows: int = 3,
-           value: bytes = b'{"key":"k","count":1}') -> list[StagedFile]:
-    files = []
-    for partition in partitions:
-        table = pa.table({"topic": ["out"] * rows, "key": [f"k{partition}-{i}".encode() for i in range(rows)],
-                          "value": [value] * rows}, schema=STAGED_SCHEMA)
-        files.append(stage(settings.checkpoint, settings.sink_id, batch_id, partition, 0, table))
-    return files
+def batch(rows: int = 3, shards: int = 1, value: bytes = b'{"key":"k","count":1}') -> pa.Table:
+    """A batch's records as the sink hands them over; with shards, record i in shard i % shards."""
+    table = pa.table({"topic": ["out"] * rows, "key": [f"k{i}-{i % shards}".encode() for i in range(rows)],
+                      "value": [value] * rows}, schema=RECORDS_SCHEMA)
+    return table if shards == 1 else table.append_column(SHARD, pa.array([i % shards for i in range(rows)], pa.int32()))
 
 
 def records_of(transaction: list[tuple[str, bytes | None, bytes | None]]) -> list[str]:
@@ -113,7 +116,7 @@ def records_of(transaction: list[tuple[str, bytes | None, bytes | None]]) -> lis
 
 def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_committed(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
-    entry = commit_batch(settings, staged(settings, 4, partitions=(0, 1)), 4)
+    entry = commit_batch(settings, batch(rows=6), 4)
     assert entry is not None and entry.status == COMMITTED
     assert pool.shards[0].producer.calls.count("begin") == 1 and pool.shards[0].producer.calls.count("commit") == 1
     (transaction,) = pool.shards[0].producer.committed
@@ -124,43 +127,48 @@ def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_commit
 
 def test_an_empty_batch_publishes_nothing(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
-    assert commit_batch(settings, [None, None], 0) is None
+    assert commit_batch(settings, batch(rows=0), 0) is None
     assert pool.shards[0].producer.calls == []
 
 
 def test_a_batch_the_log_says_committed_is_not_published_again(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
-    files = staged(settings, 2)
-    done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], staged=files, records=3)
+    done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], records_per_shard=[3], records=3)
     SinkLog(settings.checkpoint, settings.sink_id).write(done)
-    assert commit_batch(settings, files, 2).status == COMMITTED
+    assert commit_batch(settings, batch(), 2).status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
 
 def test_a_batch_the_markers_say_published_only_marks_the_log(settings, pool):
     """The crash after the Kafka commit, before the log said committed: the marker decides."""
     pool.shards[0] = FakeShard(settings, 0, published=2)
-    files = staged(settings, 2)
     SinkLog(settings.checkpoint, settings.sink_id).write(
-        LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], staged=files, records=3))
-    assert commit_batch(settings, files, 2).status == COMMITTED
+        LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], records_per_shard=[3], records=3))
+    assert commit_batch(settings, batch(), 2).status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
 
 def test_with_two_shards_only_the_one_behind_publishes_its_part(settings, pool):
     settings = replace(settings, shards=2)
     pool.shards[0], pool.shards[1] = FakeShard(settings, 0, published=7), FakeShard(settings, 1, published=6)
-    commit_batch(settings, staged(settings, 7, partitions=(0, 1, 2, 3)), 7)
+    entry = commit_batch(settings, batch(rows=8, shards=2), 7)
     assert pool.shards[0].producer.calls == []
     (transaction,) = pool.shards[1].producer.committed
     keys = [key for _topic, key, _value in transaction[:-1]]
-    assert {key.split(b"-")[0] for key in keys} == {b"k1", b"k3"}  # partitions 1 and 3: shard 1's files
+    assert keys == [b"k1-1", b"k3-1", b"k5-1", b"k7-1"]  # shard 1's records, and only those
     assert records_of(transaction)[-1] == MARKERS
+    assert entry.records_per_shard == [4, 4]
+
+
+def test_several_shards_need_the_shard_column(settings, pool):
+    settings = replace(settings, shards=2)
+    with pytest.raises(ValueError, match="2 commit shards, but the records carry no 'commit_shard' column"):
+        commit_batch(settings, batch(), 0)
 
 
 def test_a_transient_abort_is_retried_in_place(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True)])
-    assert commit_batch(settings, staged(settings, 0), 0).status == COMMITTED
+    assert commit_batch(settings, batch(), 0).status == COMMITTED
     calls = pool.shards[0].producer.calls
     assert calls.count("abort") == 1 and calls.count("begin") == 2 and len(pool.shards[0].producer.committed) == 1
     assert pool.resets == []
@@ -170,7 +178,7 @@ def test_aborts_past_the_retries_fail_the_batch_and_forget_the_producers(setting
     retries = coordinator.ABORTED_TRANSACTION_RETRIES
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True) for _ in range(retries + 1)])
     with pytest.raises(CommitFailed, match=f"aborted {retries + 1} times"):
-        commit_batch(settings, staged(settings, 0), 0)
+        commit_batch(settings, batch(), 0)
     assert pool.shards[0].producer.committed == [] and pool.shards[0].published == NO_BATCH
     assert pool.resets == [settings.sink_id]
     assert SinkLog(settings.checkpoint, settings.sink_id).read(0).status == PREPARED
@@ -179,33 +187,33 @@ def test_aborts_past_the_retries_fail_the_batch_and_forget_the_producers(setting
 def test_a_fatal_error_means_fenced(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, begin=[kafka_error(KafkaError._FENCED, fatal=True)])
     with pytest.raises(ProducerFenced, match="uses the same sink id; this one stops"):
-        commit_batch(settings, staged(settings, 0), 0)
+        commit_batch(settings, batch(), 0)
     assert pool.resets == [settings.sink_id]
 
 
 def test_an_error_that_needs_no_abort_fails_the_batch_for_spark_to_rerun(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(retriable=False)])
     with pytest.raises(CommitFailed, match="batch 0, shard 0: injected"):
-        commit_batch(settings, staged(settings, 0), 0)
+        commit_batch(settings, batch(), 0)
     assert "abort" not in pool.shards[0].producer.calls
 
 
 def test_a_commit_that_timed_out_is_retried(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(KafkaError._TIMED_OUT, retriable=True)])
-    assert commit_batch(settings, staged(settings, 0), 0).status == COMMITTED
+    assert commit_batch(settings, batch(), 0).status == COMMITTED
     assert pool.shards[0].producer.calls.count("commit") == 2 and "abort" not in pool.shards[0].producer.calls
 
 
 def test_a_record_the_client_refuses_aborts_the_transaction_and_names_the_limit(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, produce=[kafka_error(KafkaError.MSG_SIZE_TOO_LARGE)])
     with pytest.raises(RecordRejected, match=r"message\.max\.bytes"):
-        commit_batch(settings, staged(settings, 0), 0)
+        commit_batch(settings, batch(), 0)
     assert pool.shards[0].producer.calls[-1] == "abort" and pool.shards[0].producer.committed == []
 
 
-def test_staged_files_older_than_the_retention_are_deleted(settings, pool):
+def test_log_entries_older_than_the_kept_ones_are_deleted(settings, pool, monkeypatch):
+    monkeypatch.setattr(coordinator, "LOG_ENTRIES_KEPT", 2)
     pool.shards[0] = FakeShard(settings, 0)
-    staging = Path(settings.checkpoint) / "sinks" / settings.sink_id / "staging"
     for batch_id in range(4):
-        commit_batch(settings, staged(settings, batch_id), batch_id)
-    assert sorted(int(p.name) for p in staging.iterdir()) == [2, 3]  # staging_retention_batches = 2
+        commit_batch(settings, batch(), batch_id)
+    assert SinkLog(settings.checkpoint, settings.sink_id).batch_ids() == [2, 3]

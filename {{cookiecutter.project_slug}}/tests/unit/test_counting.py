@@ -41,7 +41,7 @@ def test_the_streaming_encoding_keeps_the_shared_shuffle(spark):
 
 
 def test_output_records_are_final_kafka_bytes(spark):
-    records = for_batch(encode(changes(spark).frame, "counts", "dead"), 7, partitions=2).collect()
+    records = for_batch(encode(changes(spark).frame, "counts", "dead"), 7).collect()
     by_topic: dict[str, list] = {}
     for record in records:
         by_topic.setdefault(record["topic"], []).append((bytes(record["key"]), json.loads(bytes(record["value"]))))

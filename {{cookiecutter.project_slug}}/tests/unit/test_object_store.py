@@ -26,7 +26,7 @@ def test_the_s3_table_reaches_spark_and_the_aws_variables_with_the_secret_from_t
     assert conf["spark.hadoop.fs.s3a.secret.key"] == "hunter2"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"  # an http:// endpoint
     assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"  # s3:// through S3A too
-    assert conf["spark.executorEnv.AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000"
+    assert not any(name.startswith("spark.executorEnv.") for name in conf)  # executors reach S3 through S3A only
     assert object_store.environment(config.s3) == {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "job",
         "AWS_SECRET_ACCESS_KEY": "hunter2"}

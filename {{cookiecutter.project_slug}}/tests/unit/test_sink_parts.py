@@ -1,44 +1,26 @@
-"""The sink's pieces that need no Kafka: staging, the sink log, the verifier."""
+"""The sink's pieces that need no Kafka: the sink log, the verifier."""
 
 from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
 
 from {{ cookiecutter.package_name }} import storage
 from {{ cookiecutter.package_name }}.devtools.readback import Published
 from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify, verify_batches
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
-from {{ cookiecutter.package_name }}.sink.stage import StagedFileCorrupt, read_staged, stage
-
-
-def staged_rows() -> pa.Table:
-    return pa.Table.from_pydict({"topic": ["counts", "dead"], "key": [b"red", b"events/1/9"],
-                                 "value": [b'{"key":"red","count":3,"batch_id":7}', b'{"reason":"x"}']})
-
-
-def test_staged_files_round_trip_and_detect_corruption(tmp_path):
-    checkpoint = str(tmp_path)
-    rows = staged_rows()
-    staged = stage(checkpoint, "sink", 7, 1, 0, rows)
-    assert staged.path == "sinks/sink/staging/7/1-0.arrow" and staged.rows == 2
-    assert read_staged(checkpoint, staged).equals(rows)
-    (tmp_path / staged.path).write_bytes(b"tampered")
-    with pytest.raises(StagedFileCorrupt, match="checksum"):
-        read_staged(checkpoint, staged)
 
 
 def test_a_committed_log_entry_is_never_replaced(tmp_path):
     log = SinkLog(str(tmp_path), "sink")
-    entry = LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"], staged=[], records=0)
+    entry = LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"], records=0)
     log.write(entry)
     entry.status = COMMITTED
     log.write(entry)
     assert log.read(3) == entry and log.batch_ids() == [3]
     with pytest.raises(RuntimeError, match="already committed"):
-        log.write(LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-1"], staged=[]))
+        log.write(LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-1"]))
 
 
 def test_the_verifier_sees_loss_duplicates_and_bad_dead_letters():
@@ -50,7 +32,7 @@ def test_the_verifier_sees_loss_duplicates_and_bad_dead_letters():
     assert not verdict.dead_letter_ok and not verdict.exactly_once
 
 
-def test_staged_files_and_log_entries_reach_the_disk_before_they_count(tmp_path, monkeypatch):
+def test_log_entries_reach_the_disk_before_they_count(tmp_path, monkeypatch):
     """fsync of the file and of its directory, so a power loss cannot take back what was reported."""
     synced: list[str] = []
     real_fsync = os.fsync
@@ -60,22 +42,20 @@ def test_staged_files_and_log_entries_reach_the_disk_before_they_count(tmp_path,
         real_fsync(fd)
 
     monkeypatch.setattr(storage.os, "fsync", fsync)
-    staged = stage(str(tmp_path), "sink", 7, 1, 0, staged_rows())
-    SinkLog(str(tmp_path), "sink").write(LogEntry(batch_id=7, status=PREPARED, transactional_ids=[], staged=[staged]))
-    staging, log = tmp_path / "sinks/sink/staging/7", tmp_path / "sinks/sink/log"
-    assert [p for p in synced if p.startswith(str(staging))][-1] == str(staging)  # its directory, after the file
-    assert any(p.startswith(str(staging / "1-0.arrow.tmp-")) for p in synced)
-    assert str(log) in synced and any(p.startswith(str(log / "7.json.tmp-")) for p in synced)
+    SinkLog(str(tmp_path), "sink").write(LogEntry(batch_id=7, status=PREPARED, transactional_ids=[]))
+    log = tmp_path / "sinks/sink/log"
+    assert any(p.startswith(str(log / "7.json.tmp-")) for p in synced)
+    assert synced[-1] == str(log)  # its directory, after the file
 
 
 @pytest.mark.parametrize("content", [b"", b'{"batch_id": 3, "sta', b"\x00" * 64])
 def test_an_unreadable_log_entry_leaves_the_decision_to_the_markers(tmp_path, content):
     """An entry left empty or cut short by a power loss is not fatal: it reads as absent."""
     log = SinkLog(str(tmp_path), "sink")
-    log.write(LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"], staged=[]))
+    log.write(LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"]))
     (tmp_path / "sinks/sink/log/3.json").write_bytes(content)
     assert log.read(3) is None
-    entry = LogEntry(batch_id=3, status=COMMITTED, transactional_ids=["t-0"], staged=[])
+    entry = LogEntry(batch_id=3, status=COMMITTED, transactional_ids=["t-0"])
     log.write(entry)
     assert log.read(3) == entry
 
@@ -108,18 +88,20 @@ def test_a_count_published_from_the_wrong_ranges_is_caught():
         verdict.problems[0]
 
 
-def test_a_task_stages_its_batches_as_they_come(tmp_path):
-    """The sink task passes Spark's batches straight through: nothing holds its whole output."""
-    rows = staged_rows()
-    empty = pa.RecordBatch.from_pylist([], schema=rows.schema)
-    taken: list[int] = []
+def test_a_records_commit_shard_depends_on_its_topic_and_key_only(spark):
+    """A re-run of a batch must put every record in the shard it had: the shard is a hash of
+    topic and key, whatever the partitioning and order the re-run computes them in."""
+    from {{ cookiecutter.package_name }}.sink.coordinator import SHARD, split_by_shard
+    from {{ cookiecutter.package_name }}.sink.kafka_sink import with_shard
 
-    def batches():
-        for batch in [*rows.to_batches(max_chunksize=1), empty]:
-            taken.append(batch.num_rows)
-            yield batch
-
-    staged = stage(str(tmp_path), "sink", 8, 0, 1, batches())
-    assert staged.rows == 2 and taken == [1, 1, 0]
-    assert read_staged(str(tmp_path), staged).equals(rows)
-    assert stage(str(tmp_path), "sink", 8, 1, 0, iter([])) is None
+    rows = [("counts", f"k{i}".encode(), b"{}") for i in range(200)]
+    schema = "topic STRING, key BINARY, value BINARY"
+    first = with_shard(spark.createDataFrame(rows, schema).repartition(3), 2).toArrow()
+    rerun = with_shard(spark.createDataFrame(rows[::-1], schema).repartition(5), 2).toArrow()
+    shard_of = [dict(zip(t.column("key").to_pylist(), t.column(SHARD).to_pylist(), strict=True))
+                for t in (first, rerun)]
+    assert shard_of[0] == shard_of[1] and set(shard_of[0].values()) == {0, 1}
+    parts = split_by_shard(first, 2)
+    assert [p.num_rows for p in parts] == [list(shard_of[0].values()).count(s) for s in (0, 1)]
+    assert parts[0].column_names == ["topic", "key", "value"]
+    assert with_shard(spark.createDataFrame(rows, schema), 1).columns == ["topic", "key", "value"]

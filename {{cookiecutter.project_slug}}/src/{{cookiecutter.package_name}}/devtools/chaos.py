@@ -6,7 +6,8 @@ Disruptions, at moments drawn from `--seed` (printed first):
   - SIGKILL of the driver's process group (and its Python workers): a lost machine;
   - every fault-injection point of the sink (sink/faults.py), each a driver kill at a
     named step of the commit protocol, armed a few batches ahead of the last committed one;
-  - SIGKILL of one Spark Python worker alone: the runner restarts the query in-process;
+  - SIGKILL of one Spark Python worker alone, when the job runs any (the at-least-once
+    sink's tasks, the TTL count): the runner restarts the query in-process;
   - kill -9 of the Kafka broker and a restart on the same data.
 The input (skewed keys, a share of malformed records) is produced in chunks while the job
 runs. After each kill the job is started again from its checkpoint, until every input
@@ -432,10 +433,14 @@ class Chaos:
                 due = now + pending[0][1]
             if pending and due is not None and now >= due:
                 if pending[0][0] == WORKER:
-                    victim = self.kill_worker(process, patient=now < due + 15)
+                    patient = now < due + 15
+                    victim = self.kill_worker(process, patient=patient)
                     if victim:
                         self.tally.worker_kills += 1
                         self.say(f"run {self.tally.runs}: SIGKILL of a Python worker alone: {victim}")
+                    elif not patient:  # e.g. exactly-once without a TTL: the whole pipeline is in the JVM
+                        victim = "none"
+                        self.say(f"run {self.tally.runs}: no Python worker to kill: this job runs none")
                 else:
                     victim = "broker"
                     self.restart_broker()

@@ -88,13 +88,14 @@ def field_kib(pid: int, field: str = "VmHWM", source: str = "status") -> int | N
 
 
 def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_path: Path,
-              env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Run the job's own CLI (`python -m <package> <arguments> --set option=value ...`) as
-    production runs it: a process in a session of its own, so that a fault or a test can SIGKILL
-    its whole group (driver, JVM, Python workers); configured by `--set` only (the environment's
-    `<PACKAGE>_*` options are dropped); its output in `log_path`."""
+              env: dict[str, str] | None = None, launcher: list[str] | None = None) -> subprocess.Popen:
+    """Run the job's own CLI (`python -m <package> <arguments> --set option=value ...`, or through
+    `launcher`, e.g. deploy/spark-submit.sh) as production runs it: a process in a session of its
+    own, so that a fault or a test can SIGKILL its whole group (driver, JVM, Python workers);
+    configured by `--set` only (the environment's `<PACKAGE>_*` options are dropped); its output
+    in `log_path`."""
     package = __package__.split(".")[0]
-    command = [sys.executable, "-m", package, *arguments]
+    command = [*(launcher or [sys.executable, "-m", package]), *arguments]
     for name, value in settings.items():
         command += ["--set", f"{name}={value}"]
     prefix = f"{package.upper()}_"

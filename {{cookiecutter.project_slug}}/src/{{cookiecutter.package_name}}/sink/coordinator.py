@@ -1,21 +1,23 @@
-"""Phase 2 (commit), on the driver: publish a batch that every sink task has staged.
+"""Phase 2 (commit), on the driver: publish a batch whose records every task has computed.
 
-The sink calls `commit_batch(messages, N)` only after every task of batch N staged its part,
-so the state store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
+The sink calls `commit_batch(records, N)` only after batch N's execution succeeded, so the
+state store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
 on batch N must become visible exactly once, whatever crashes.
 
     Step 1. Recovery: if the sink log says N is committed, or every shard's batch marker
             is at N or later, N was published before a crash: publish nothing.
     Step 2. Write the sink log entry for N, status `prepared`, before touching Kafka.
-    Step 3. Per shard, one short Kafka transaction: the staged records, the dead letters
-            (staged with them), and the batch marker.
+    Step 3. Per shard, one short Kafka transaction: the batch's records of that shard (counts
+            and dead letters) and the batch marker.
     Step 4. Commit it: retry a commit that timed out, abort when the error requires it,
             fail the query when the producer is fenced or fatal.
     Step 5. Mark the log entry `committed`. (Then Spark writes `commits/N`.)
-    Step 6. Delete staged files older than the retention.
+    Step 6. Delete log entries older than LOG_ENTRIES_KEPT batches.
 
 A new driver's `init_transactions` fences the old one and aborts its open transaction, so a
-crash between steps 2 and 4 leaves nothing visible and Spark's re-run publishes once.
+crash between steps 2 and 4 leaves nothing visible. Spark then runs batch N again from the same
+offsets and state, which gives the same records, and the re-run publishes them once; a shard
+whose marker already has N (a crash between two shards' commits) publishes nothing again.
 """
 
 from __future__ import annotations
@@ -23,16 +25,20 @@ from __future__ import annotations
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..checkpoint import batch_offsets
-from ..storage import filesystem, list_names
 from . import faults, producers
 from .marker import marker_key, marker_value
 from .producers import CommitShard
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
-from .stage import StagedFile, read_staged, sink_dir, staging_dir
+
+# The records' schema: what the sink is given and produces as it is.
+RECORDS_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
+# With several commit shards, each record's shard (kafka_sink.with_shard); without, shard 0.
+SHARD = "commit_shard"
 
 LOG_ENTRIES_KEPT = 100
 PRODUCE_CHUNK_ROWS = 65_536
@@ -52,12 +58,12 @@ class RecordRejected(CommitFailed):
     """The client refused a record (too large for the producer's limit): a re-run cannot help."""
 
 
-def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batch_id: int) -> LogEntry | None:
-    faults.maybe_crash(faults.AFTER_STAGING, batch_id)
-    log = SinkLog(settings.checkpoint, settings.sink_id)
-    staged = sorted((m for m in messages if m is not None and m.rows > 0), key=lambda m: m.path)
-    if not staged:
+def commit_batch(settings: SinkSettings, records: pa.Table, batch_id: int) -> LogEntry | None:
+    faults.maybe_crash(faults.BATCH_COMPUTED, batch_id)
+    if records.num_rows == 0:
         return None  # an empty batch (e.g. a no-data batch that only advanced state): nothing to publish
+    log = SinkLog(settings.checkpoint, settings.sink_id)
+    parts = split_by_shard(records, settings.shards)
     try:
         shards = producers.shards_for(settings)
 
@@ -70,9 +76,10 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
             batch_id=batch_id,
             status=PREPARED,
             transactional_ids=[shard.transactional_id for shard in shards],
-            staged=staged,
+            records_per_shard=[part.num_rows for part in parts],
             source_offsets={"sources": batch_offsets(settings.checkpoint, batch_id)},
-            records=sum(m.rows for m in staged),
+            records=records.num_rows,
+            prepared_at=time.time(),
         )
         if pending:
             # Step 2. The log entry, before Kafka is touched.
@@ -80,7 +87,7 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
             # Steps 3 and 4, per shard.
             for shard in pending:
-                publish(settings, shard, [m for m in staged if _shard_of(m, settings.shards) == shard.shard], batch_id)
+                publish(settings, shard, parts[shard.shard], batch_id)
         # Step 5.
         entry.status = COMMITTED
         entry.committed_at = time.time()
@@ -90,24 +97,30 @@ def commit_batch(settings: SinkSettings, messages: list[StagedFile | None], batc
         producers.reset(settings)  # its producers' state is unknown now
         raise
     # Step 6.
-    _clean(settings, log, batch_id)
+    log.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
     return entry
 
 
-def _shard_of(staged: StagedFile, shards: int) -> int:
-    """Staged files go to shards by the task's partition id, which a re-run of the batch keeps."""
-    partition = int(staged.path.rsplit("/", 1)[1].split("-", 1)[0])
-    return partition % shards
+def split_by_shard(records: pa.Table, shards: int) -> list[pa.Table]:
+    """Each shard's records, in the records' schema."""
+    if shards == 1 or SHARD not in records.column_names:
+        if shards != 1:
+            raise ValueError(f"{shards} commit shards, but the records carry no {SHARD!r} column")
+        return [_as_records(records)]
+    shard_of = records.column(SHARD)
+    return [_as_records(records.filter(pc.equal(shard_of, shard))) for shard in range(shards)]
 
 
-def publish(settings: SinkSettings, shard: CommitShard, staged: list[StagedFile], batch_id: int) -> None:
-    """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker.
-    The staged files are read first, so storage latency never counts against the transaction's
-    time-out. A transaction that Kafka aborted for a transient reason is tried again in place."""
-    tables = [read_staged(settings.checkpoint, message) for message in staged]
+def _as_records(table: pa.Table) -> pa.Table:
+    return table.select(RECORDS_SCHEMA.names).cast(RECORDS_SCHEMA)
+
+
+def publish(settings: SinkSettings, shard: CommitShard, records: pa.Table, batch_id: int) -> None:
+    """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
+    transaction that Kafka aborted for a transient reason is tried again in place."""
     for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
         try:
-            _transaction(settings, shard, tables, batch_id)
+            _transaction(settings, shard, records, batch_id)
             break
         except KafkaException as error:
             kafka_error = error.args[0]
@@ -126,23 +139,20 @@ def publish(settings: SinkSettings, shard: CommitShard, staged: list[StagedFile]
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
 
 
-def _transaction(settings: SinkSettings, shard: CommitShard, tables: list[pa.Table], batch_id: int) -> None:
+def _transaction(settings: SinkSettings, shard: CommitShard, records: pa.Table, batch_id: int) -> None:
     producer = shard.producer
     deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
     producer.begin_transaction()
-    # Step 3. The staged records (counts and dead letters), then the marker.
+    # Step 3. The records (counts and dead letters), then the marker.
     headers = [("batch_id", str(batch_id).encode())]
-    records = 0
     try:
-        for table in tables:
-            # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
-            for chunk in table.to_batches(max_chunksize=PRODUCE_CHUNK_ROWS):
-                topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
-                for topic, key, value in zip(topics, keys, values, strict=True):
-                    _produce(producer, topic, key, value, headers)
-            records += table.num_rows
+        # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
+        for chunk in records.to_batches(max_chunksize=PRODUCE_CHUNK_ROWS):
+            topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
+            for topic, key, value in zip(topics, keys, values, strict=True):
+                _produce(producer, topic, key, value, headers)
         _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
-                 marker_value(settings.sink_id, shard.shard, batch_id, records), headers)
+                 marker_value(settings.sink_id, shard.shard, batch_id, records.num_rows), headers)
     except RecordRejected:
         producer.abort_transaction(settings.commit_timeout_seconds)
         raise
@@ -185,14 +195,3 @@ def _commit(producer: Producer, budget: float) -> None:
             if error.args[0].retriable() and time.monotonic() < deadline:
                 continue
             raise
-
-
-def _clean(settings: SinkSettings, log: SinkLog, batch_id: int) -> None:
-    """Keep the staged files of the last few batches (for debugging) and the last log entries."""
-    fs, base = filesystem(settings.checkpoint)
-    for name in list_names(fs, f"{base}/{sink_dir(settings.sink_id)}/staging"):
-        if name.isdigit() and int(name) <= batch_id - settings.staging_retention_batches:
-            fs.delete_dir(f"{base}/{staging_dir(settings.sink_id, int(name))}")
-    for old in log.batch_ids():
-        if old <= batch_id - LOG_ENTRIES_KEPT:
-            fs.delete_file(f"{log.directory}/{old}.json")

@@ -5,10 +5,8 @@ Enabled only through the environment, never through the job's configuration:
   {{ cookiecutter.package_name | upper }}_FAULT_BATCH  fire at the first batch with id >= this (default 0)
   {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default) or raise: raise fails the batch with an
                                   exception instead, to exercise the runner's restart strategy
-A fault kills the driver's process group (the driver's Python process and its JVM) and the
-Python worker that reached the point: a real crash of the driver, with no clean-up, exactly
-like a lost machine. Spark's Python workers run in process groups of their own, so `run`
-records the driver's group in DRIVER_GROUP_VARIABLE, which the JVM passes on to them.
+Every point is on the driver. A fault kills the driver's process group (the driver's Python
+process and its JVM): a real crash of the driver, with no clean-up, exactly like a lost machine.
 """
 
 from __future__ import annotations
@@ -22,17 +20,15 @@ POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
 MODE_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_MODE"
 LOG_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_LOG"  # a file each fired fault is recorded in
-DRIVER_GROUP_VARIABLE = "{{ cookiecutter.package_name | upper }}_DRIVER_PROCESS_GROUP"
 
-SINK_TASK = "sink_task"  # on an executor: a sink task wrote its part, before it reports it
-AFTER_STAGING = "after_staging"  # every task staged; the coordinator has not started
+BATCH_COMPUTED = "batch_computed"  # the batch's records are on the driver; the coordinator has not started
 AFTER_LOG_ENTRY = "after_log_entry"  # the sink log says prepared; Kafka untouched
 BEFORE_KAFKA_COMMIT = "before_kafka_commit"  # records and marker produced, transaction open
 AFTER_KAFKA_COMMIT = "after_kafka_commit"  # the transaction committed; Spark's commits/N not written
-AFTER_LOG_COMMITTED = "after_log_committed"  # the log says committed; staging not cleaned, no commits/N
+AFTER_LOG_COMMITTED = "after_log_committed"  # the log says committed; no commits/N
 # The sink returned and Spark was writing commits/N: its temporary file is there, commits/N is not.
 WRITING_SPARK_COMMIT = "writing_spark_commit"
-POINTS = (SINK_TASK, AFTER_STAGING, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED,
+POINTS = (BATCH_COMPUTED, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED,
           WRITING_SPARK_COMMIT)
 
 
@@ -61,16 +57,7 @@ def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> Non
     if log_path := os.environ.get(LOG_VARIABLE):
         with open(log_path, "a") as log:
             log.write(message + "\n")
-    own_group = os.getpgid(0)
-    driver_group = int(os.environ.get(DRIVER_GROUP_VARIABLE, own_group))
-    if driver_group != own_group:
-        os.killpg(driver_group, signal.SIGKILL)
-    os.killpg(own_group, signal.SIGKILL)
-
-
-def record_driver_process_group() -> None:
-    """Called by the driver before Spark starts, so that workers know whom to kill."""
-    os.environ[DRIVER_GROUP_VARIABLE] = str(os.getpgid(0))
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _leave_partial_commit(checkpoint: str, batch_id: int) -> None:

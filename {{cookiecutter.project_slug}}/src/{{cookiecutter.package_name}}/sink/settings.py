@@ -28,7 +28,6 @@ class SinkSettings:
     marker_topic: str
     shards: int
     commit_timeout_seconds: float
-    staging_retention_batches: int
     client: dict[str, str]  # the user's [kafka] settings
 
     def transactional_id(self, shard: int) -> str:

@@ -9,9 +9,13 @@ from dataclasses import asdict, dataclass, field
 
 from .. import object_store
 from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
-from .stage import StagedFile, sink_dir
 
 log = logging.getLogger(__name__)
+
+def sink_dir(sink_id: str) -> str:
+    """The sink's own directory, relative to the checkpoint."""
+    return f"sinks/{sink_id}"
+
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -22,9 +26,10 @@ class LogEntry:
     batch_id: int
     status: str
     transactional_ids: list[str]
-    staged: list[StagedFile]
+    records_per_shard: list[int] = field(default_factory=list)
     source_offsets: dict = field(default_factory=dict)
     records: int = 0
+    prepared_at: float | None = None
     committed_at: float | None = None
 
     def to_json(self) -> bytes:
@@ -32,9 +37,7 @@ class LogEntry:
 
     @classmethod
     def from_json(cls, data: bytes) -> LogEntry:
-        raw = json.loads(data)
-        raw["staged"] = [StagedFile(**item) for item in raw["staged"]]
-        return cls(**raw)
+        return cls(**json.loads(data))
 
 
 class SinkLogConflict(RuntimeError):
@@ -87,6 +90,12 @@ class SinkLog:
 
     def batch_ids(self) -> list[int]:
         return sorted(int(name.split(".")[0]) for name in list_names(self.fs, self.directory) if name.endswith(".json"))
+
+    def forget_before(self, batch_id: int) -> None:
+        """Delete the entries of batches before `batch_id`: the markers and commits/N settle them."""
+        for old in self.batch_ids():
+            if old < batch_id:
+                self.fs.delete_file(self._path(old))
 
     def latest(self, count: int = 10) -> list[LogEntry]:
         return [entry for batch in self.batch_ids()[-count:] if (entry := self.read(batch)) is not None]

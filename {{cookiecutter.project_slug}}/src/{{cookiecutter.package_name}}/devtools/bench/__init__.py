@@ -3,7 +3,8 @@ the same input (absolute figures depend on the machine; the ratios are what to c
 
     eos          this job, exactly-once (2PC sink)           run as `run` runs it, a process
     alos         this job, at-least-once                     idem
-    spark_kafka  Spark's built-in Kafka source and sink       same filter and count, update mode
+    spark_kafka_job  this job's query, Spark's built-in sink  what the sink alone costs (at-least-once)
+    spark_kafka  Spark's built-in Kafka source and sink       a minimal query: the key only, no dead letters
     plain_eos    one Python process with confluent-kafka      Kafka transactions with the offsets
 
 Writes bench-results.json, bench-results.md and PNG plots into --out, prints the table and, as

@@ -1,8 +1,12 @@
-"""Contenders 1 and 2: this job, run exactly as `<package> run --set ...` runs it (cli._run),
-plus a streaming query listener that appends each batch's progress JSON to a file, so the
-benchmark can tell where a batch's time goes (durationMs: latestOffset, addBatch, walCommit...).
+"""Contenders eos and alos: this job, run exactly as `<package> run --set ...` runs it
+(cli._run), plus a streaming query listener that appends each batch's progress JSON to a file,
+so the benchmark can tell where a batch's time goes (durationMs: latestOffset, addBatch...).
 
-    python -m <package>.devtools.bench.jobproc --progress-file F --set option=value ...
+With `--built-in-sink`, contender spark_kafka_job: the job's own query (source, parse with its
+dead letters, filter, count, output records) written by Spark's built-in Kafka sink
+(at-least-once) instead of this job's sink: what the sink alone costs.
+
+    python -m <package>.devtools.bench.jobproc --progress-file F [--built-in-sink] --set option=value ...
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--progress-file", required=True)
     parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE")
+    parser.add_argument("--built-in-sink", action="store_true")
     args = parser.parse_args(argv)
 
     import logging
@@ -25,23 +30,42 @@ def main(argv: list[str] | None = None) -> int:
     from ...job import spark_session
     from ...preflight import check_before_spark
     from ...runner import StopRequested, run
-    from ...sink import faults
+    from .spark_kafka import serve
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     config = load_config(None, dict(item.split("=", 1) for item in args.set))
     check_before_spark(config)
-    faults.record_driver_process_group()
     stop = StopRequested()
     stop.install()
     spark = spark_session(config)
     progress = record_progress(spark, args.progress_file)
     try:
+        if args.built_in_sink:
+            return serve(built_in_sink(spark, config).option("checkpointLocation", config.checkpoint_location)
+                         .trigger(processingTime=f"{config.trigger_interval_seconds} seconds").start())
         run(spark, config, stop)
     finally:
         spark.stop()
         progress.close()
     return 0
+
+
+def built_in_sink(spark, config):
+    """The job's query up to its Kafka records, then Spark's Kafka sink. The dead letters' count
+    row (null key, which the job's sink drops per batch) goes to the dead-letter topic: a filter
+    in the streaming plan would split the shuffle that counts and dead letters share."""
+    from pyspark.sql import functions as F
+
+    from ... import job
+    from ...output_records import encode
+
+    changes = job.count_by_key(job.keep_matching(job.parse(job.read_events(spark, config), config), config), config)
+    records = encode(changes.frame, config.output_topic, config.dead_letter_topic)
+    records = records.withColumn("topic", F.when(F.col("key").isNull(), F.lit(config.dead_letter_topic))
+                                 .otherwise(F.col("topic")))
+    return (records.writeStream.format("kafka").outputMode(changes.output_mode)
+            .option("kafka.bootstrap.servers", config.bootstrap_servers))
 
 
 if __name__ == "__main__":

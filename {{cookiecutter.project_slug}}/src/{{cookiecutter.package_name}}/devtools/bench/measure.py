@@ -90,7 +90,7 @@ class Run:
     def command(self) -> list[str]:
         p = self.profile
         python = [sys.executable, "-m"]
-        if self.name in ("eos", "alos"):
+        if self.name in ("eos", "alos", "spark_kafka_job"):
             settings = {
                 "bootstrap_servers": self.bootstrap, "input_topic": self.input, "output_topic": self.output,
                 "dead_letter_topic": self.dead, "marker_topic": self.marker, "sink_id": self.sink_id,
@@ -99,9 +99,11 @@ class Run:
                 "checkpoint_location": str(self.checkpoint), "trigger_interval_seconds": str(p.trigger_seconds),
                 "shuffle_partitions": str(p.shuffle_partitions), "max_offsets_per_trigger": str(p.max_per_batch),
                 "filter": self.keys.filter_expression(self.key_field), "commit_shards": str(p.commit_shards),
-                "staging_retention_batches": "100000", "restart_delay_seconds": "1",
+                "restart_delay_seconds": "1",
             }
             command = [*python, f"{__package__}.jobproc", "--progress-file", str(self.progress_file)]
+            if self.name == "spark_kafka_job":
+                command.append("--built-in-sink")
             for name, value in settings.items():
                 command += ["--set", f"{name}={value}"]
             return command

@@ -1,7 +1,7 @@
-"""Phase 2 alone, in this process: `coordinator.commit_batch` on batches staged with
-`stage.stage`, as the sink's tasks stage them, against the real broker. Its steps are timed by
-wrapping the coordinator's own functions for the duration of the measurement (its code is not
-changed): the sink log writes, reading the staged files, producing, and the Kafka commit."""
+"""Phase 2 alone, in this process: `coordinator.commit_batch` on batches of records as the sink
+hands them over (Arrow, with a shard column when there are several shards), against the real
+broker. Its steps are timed by wrapping the coordinator's own functions for the duration of the
+measurement (its code is not changed): the sink log writes, producing, and the Kafka commit."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from typing import Any
 
 from ..kafka_io import create_topics, delete_topics
 from .stats import distribution
-
-TASKS = 4  # staged files per batch, as 4 sink tasks would write them
 
 
 @contextmanager
@@ -38,25 +36,27 @@ def _timed(module: Any, name: str, spent: dict[str, float]):
         setattr(module, name, original)
 
 
-def _rows(count: int, batch_id: int, topic: str):
+def _rows(count: int, batch_id: int, topic: str, shards: int):
     import pyarrow as pa
 
-    from ...sink.stage import STAGED_SCHEMA
+    from ...sink.coordinator import RECORDS_SCHEMA, SHARD
 
     keys = [f"k{i:07d}" for i in range(count)]
-    return pa.Table.from_pydict({
+    table = pa.Table.from_pydict({
         "topic": [topic] * count,
         "key": [k.encode() for k in keys],
         "value": [json.dumps({"key": k, "count": batch_id + 1, "batch_id": batch_id}).encode() for k in keys],
-    }, schema=STAGED_SCHEMA)
+    }, schema=RECORDS_SCHEMA)
+    if shards == 1:
+        return table
+    return table.append_column(SHARD, pa.array([i % shards for i in range(count)], pa.int32()))
 
 
 def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, workdir: Path) -> dict[str, Any]:
-    """Stage `batches` batches of `rows` output rows (TASKS files each) and commit each one; the
-    first batch (producer start-up, init_transactions, marker topic) is reported apart."""
+    """Commit `batches` batches of `rows` output rows each; the first batch (producer start-up,
+    init_transactions, marker topic) is reported apart."""
     from ...sink import coordinator, producers, sink_log
     from ...sink.settings import SinkSettings
-    from ...sink.stage import stage
 
     suffix = uuid.uuid4().hex[:8]
     output, markers = f"bench-commit-out-{suffix}", f"bench-commit-markers-{suffix}"
@@ -65,27 +65,23 @@ def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, work
     settings = SinkSettings(
         bootstrap_servers=bootstrap, checkpoint=checkpoint, sink_id=f"bench-{suffix}",
         transactional_id_prefix="bench", marker_topic=markers, shards=shards, commit_timeout_seconds=60,
-        staging_retention_batches=2, client={},
+        client={},
     )
     per_batch: list[dict[str, float]] = []
     first = None
     try:
         for batch_id in range(batches + 1):
-            table = _rows(rows, batch_id, output)
-            share = -(-rows // TASKS)
-            staged = [stage(checkpoint, settings.sink_id, batch_id, task, 0, table.slice(task * share, share))
-                      for task in range(TASKS)]
+            table = _rows(rows, batch_id, output, shards)
             spent: dict[str, float] = defaultdict(float)
             with (_timed(sink_log.SinkLog, "write", spent), _timed(coordinator, "publish", spent),
-                  _timed(coordinator, "read_staged", spent), _timed(coordinator, "_commit", spent)):
+                  _timed(coordinator, "_commit", spent)):
                 started = time.perf_counter()
-                coordinator.commit_batch(settings, staged, batch_id)
+                coordinator.commit_batch(settings, table, batch_id)
                 total = time.perf_counter() - started
             timing = {
                 "commit": total,
                 "log_write": spent["write"],
-                "read_staged": spent["read_staged"],
-                "produce": spent["publish"] - spent["_commit"] - spent["read_staged"],
+                "produce": spent["publish"] - spent["_commit"],
                 "kafka_commit": spent["_commit"],
                 "other": total - spent["write"] - spent["publish"],
             }
@@ -96,14 +92,14 @@ def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, work
     finally:
         producers.reset(settings)
         delete_topics(bootstrap, [output, markers])
-    publish = [t["produce"] + t["kafka_commit"] + t["read_staged"] for t in per_batch]
+    publish = [t["produce"] + t["kafka_commit"] for t in per_batch]
     return {
         "rows": rows,
         "shards": shards,
         "batches": len(per_batch),
         "commit_ms": distribution([t["commit"] for t in per_batch], 1000),
         "steps_ms_p50": {step: distribution([t[step] for t in per_batch], 1000)["p50"]
-                         for step in ("log_write", "read_staged", "produce", "kafka_commit", "other")},
+                         for step in ("log_write", "produce", "kafka_commit", "other")},
         "phase2_records_per_s_p50": distribution([rows / p for p in publish if p > 0])["p50"],
         "first_batch_ms": {step: round(value * 1000, 1) for step, value in (first or {}).items()},
     }

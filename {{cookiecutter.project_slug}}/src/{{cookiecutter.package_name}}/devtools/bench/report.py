@@ -51,7 +51,7 @@ def contender_table(results: dict[str, Any]) -> list[str]:
 
 def eos_profile(results: dict[str, Any]) -> list[str]:
     lines: list[str] = []
-    for name in ("eos", "alos", "spark_kafka"):
+    for name in ("eos", "alos", "spark_kafka_job", "spark_kafka"):
         profile = ((results["contenders"].get(name) or {}).get("profile") or {}).get("spark_progress")
         if not profile:
             continue
@@ -63,15 +63,10 @@ def eos_profile(results: dict[str, Any]) -> list[str]:
     sink = ((results["contenders"].get("eos") or {}).get("profile") or {}).get("sink_log")
     if sink:
         lines += ["", f"Sink log of `eos` ({sink['batches']} batches, p50 {_cell(sink['records_per_batch_p50'], 0)} "
-                      "records): phase 2 = committed_at − last staged file written", ""]
+                      "records): phase 2 = committed_at − prepared_at (log writes, produce, Kafka commit)", ""]
         lines += _table(["figure", "p50", "p99", "max"], [
             ["phase 2 ms", sink["phase2_ms"]["p50"], sink["phase2_ms"]["p99"], sink["phase2_ms"]["max"]],
-            ["staging spread ms (first to last task)", sink["staging_spread_ms"]["p50"],
-             sink["staging_spread_ms"]["p99"], sink["staging_spread_ms"]["max"]],
             ["phase 2 records/s", sink["phase2_records_per_s_p50"], None, None],
-            *[[f"{name.removesuffix('_seconds_ms')} ms (sink log)", sink[name]["p50"], sink[name]["p99"],
-               sink[name]["max"]] for name in ("stage_seconds_ms", "log_write_seconds_ms", "publish_seconds_ms",
-                                               "commit_seconds_ms") if name in sink],
         ])
     return lines
 
@@ -85,9 +80,9 @@ def commit_table(results: dict[str, Any]) -> list[str]:
     for run in runs:
         steps = run["steps_ms_p50"]
         rows.append([run["rows"], run["shards"], run["batches"], run["commit_ms"]["p50"], run["commit_ms"]["p99"],
-                     steps["log_write"], steps["read_staged"], steps["produce"], steps["kafka_commit"],
+                     steps["log_write"], steps["produce"], steps["kafka_commit"],
                      steps["other"], run["phase2_records_per_s_p50"]])
-    return _table(["rows", "shards", "batches", "commit p50 ms", "commit p99 ms", "log writes", "read staged",
+    return _table(["rows", "shards", "batches", "commit p50 ms", "commit p99 ms", "log writes",
                    "produce+flush", "Kafka commit", "other", "phase-2 records/s"], rows)
 
 

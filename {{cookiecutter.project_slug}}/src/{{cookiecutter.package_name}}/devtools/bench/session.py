@@ -70,7 +70,7 @@ def _caught_up(bootstrap: str, base: Profile, workdir: Path, names: list[str], a
     template's answer. Per contender: latency and batch times (no backlog)."""
     profile = dataclasses.replace(base, rate=args.caught_up_rate, trigger_seconds=args.caught_up_trigger)
     rows: dict[str, Any] = {"rate_eps": profile.rate, "trigger_s": profile.trigger_seconds}
-    for name in [n for n in ("eos", "alos", "spark_kafka") if n in names]:
+    for name in [n for n in ("eos", "alos", "spark_kafka_job", "spark_kafka") if n in names]:
         log(f"bench: caught up at {profile.rate:g} events/s, trigger {profile.trigger_seconds:g}s: {name}")
         result = Run(name, bootstrap, profile, workdir).measure(latency=True, backlog=False, log=log)
         rows[name] = {key: result.get(key) for key in ("latency", "error", "verified")}

@@ -29,7 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from ...job import FETCH_MAX_WAIT_MS
-    from ...runner import StopRequested, stop_at_batch_boundary
     from ...session import spark_session
 
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions)
@@ -60,21 +59,27 @@ def main(argv: list[str] | None = None) -> int:
         .trigger(processingTime=f"{args.trigger_seconds} seconds")
         .start()
     )
-    stop = StopRequested()
-    stop.install()
     try:
-        while not stop.event.is_set() and query.isActive:
-            stop.event.wait(0.5)
-        if query.isActive:
-            stop_at_batch_boundary(query)
-        elif query.exception() is not None:
-            print(f"query failed: {query.exception()}", file=sys.stderr)
-            return 1
+        return serve(query)
     finally:
         spark.stop()
         progress.close()
-    return 0
 
+
+def serve(query) -> int:
+    """Run the query until SIGTERM/SIGINT, then stop it at a batch boundary; 1 if it failed."""
+    from ...runner import StopRequested, stop_at_batch_boundary
+
+    stop = StopRequested()
+    stop.install()
+    while not stop.event.is_set() and query.isActive:
+        stop.event.wait(0.5)
+    if query.isActive:
+        stop_at_batch_boundary(query)
+    elif query.exception() is not None:
+        print(f"query failed: {query.exception()}", file=sys.stderr)
+        return 1
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,142 @@
+"""A Spark standalone cluster on the loopback interface, for the cluster tests and the chaos
+runner's `--cluster` mode: a master and workers started from the installed PySpark's own
+classes (`spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker`), as a team's
+cluster runs them. The job reaches it through `deploy/spark-submit.sh` with
+`SPARK_MASTER=<cluster.url>`.
+
+    with SparkCluster(workdir, workers=2) as cluster:
+        ... cluster.url ... cluster.kill_worker(0) ... cluster.start_worker(0) ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from .processes import descendants, free_port, kill_processes
+
+
+class ClusterUnavailable(RuntimeError):
+    """The local cluster could not be started; the message says why."""
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+class SparkCluster:
+    """A master and `workers` workers of `cores` cores and `memory` each, logs under `workdir`."""
+
+    def __init__(self, workdir: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+        self.workdir, self.cores, self.memory = workdir, cores, memory
+        self.port, self.ui_port = free_port(), free_port()
+        self.master: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen | None] = [None] * workers
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> SparkCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start the master and every worker; wait until all workers are registered and alive.
+        Returns the seconds it took."""
+        started = time.monotonic()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                                  "--port", str(self.port), "--webui-port", str(self.ui_port))
+        self._wait(lambda: self._state() is not None, timeout, "the master did not answer")
+        for index in range(len(self.workers)):
+            self.start_worker(index, wait=False)
+        self._wait(lambda: self.alive_workers() == len(self.workers), timeout,
+                   f"{len(self.workers)} workers did not register")
+        return time.monotonic() - started
+
+    def start_worker(self, index: int, wait: bool = True, timeout: float = 120.0) -> None:
+        work = self.workdir / f"worker-{index}"
+        work.mkdir(parents=True, exist_ok=True)
+        before = self.alive_workers() if wait else 0
+        self.workers[index] = self._spawn(
+            f"worker-{index}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+            "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
+            "--webui-port", str(free_port()), self.url)
+        if wait:
+            self._wait(lambda: self.alive_workers() > before, timeout, f"worker {index} did not register")
+
+    def kill_worker(self, index: int) -> list[int]:
+        """SIGKILL worker `index` and its executors (their JVMs are its children): a lost machine.
+        Returns the pids killed."""
+        process = self.workers[index]
+        if process is None:
+            return []
+        below = descendants(process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        kill_processes(below)
+        process.wait()
+        self.workers[index] = None
+        return [process.pid, *below]
+
+    def executor_pids(self) -> list[int]:
+        """The executor JVMs of the running workers."""
+        return [pid for process in self.workers if process is not None for pid in descendants(process.pid)]
+
+    def applications(self) -> list[str]:
+        """The names of the applications the master has run or runs."""
+        state = self._state() or {}
+        return [app.get("name", "") for key in ("activeapps", "completedapps") for app in state.get(key, [])]
+
+    def alive_workers(self) -> int:
+        state = self._state() or {}
+        return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+
+    def stop(self) -> None:
+        for index in range(len(self.workers)):
+            self.kill_worker(index)
+        if self.master is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.master.pid, signal.SIGKILL)
+            self.master.wait()
+            self.master = None
+
+    def _spawn(self, name: str, main_class: str, *arguments: str) -> subprocess.Popen:
+        home = spark_home()
+        environment = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOG_DIR": str(self.workdir),
+                       "SPARK_NO_DAEMONIZE": "1"}
+        with open(self.workdir / f"{name}.log", "ab") as log:
+            return subprocess.Popen([str(home / "bin" / "spark-class"), main_class, *arguments], env=environment,
+                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _state(self) -> dict | None:
+        """The master's own view (its web UI's JSON), None while it does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as response:
+                return json.load(response)
+        except (OSError, ValueError):
+            return None
+
+    def _wait(self, condition, timeout: float, problem: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.master is not None and self.master.poll() is not None:
+                break
+            if condition():
+                return
+            time.sleep(0.3)
+        self.stop()
+        raise ClusterUnavailable(f"{problem} within {timeout:.0f}s; logs in {self.workdir}")
+

@@ -1,0 +1,45 @@
+"""The cluster tests' fixtures: a Spark standalone cluster (a master and two workers on the
+loopback interface, devtools/spark_cluster.py), a real S3 server for the checkpoint, and the job
+submitted to them by deploy/spark-submit.sh, the script a team uses."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import SECRET_VARIABLE, JobUnderTest, on_s3
+
+from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server
+from {{ cookiecutter.package_name }}.devtools.spark_cluster import ClusterUnavailable, SparkCluster
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    try:
+        seconds = cluster.start()
+    except ClusterUnavailable as error:
+        pytest.fail(f"these tests need a Spark standalone cluster and none could be started: {error}",
+                    pytrace=False)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\nspark: standalone cluster at {cluster.url} (a master and 2 workers), up in {seconds:.1f}s",
+              flush=True)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_job(job: JobUnderTest, spark_cluster: SparkCluster, s3_server: S3Server,
+                monkeypatch: pytest.MonkeyPatch) -> JobUnderTest:
+    """The job with its checkpoint in a fresh bucket, submitted to the cluster by spark-submit.sh."""
+    job.guarantee = "exactly-once"
+    job.options.update(on_s3(job, s3_server, monkeypatch))
+    job.launcher = ["bash", str(PROJECT / "deploy" / "spark-submit.sh")]
+    job.launcher_env = {"SPARK_MASTER": spark_cluster.url, "CHECKPOINT_LOCATION": job.checkpoint_location,
+                        "PYTHON": sys.executable, SECRET_VARIABLE: s3_server.secret_key}
+    return job

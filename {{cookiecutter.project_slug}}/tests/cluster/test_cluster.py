@@ -1,0 +1,61 @@
+"""Exactly-once on a Spark standalone cluster with the checkpoint on S3: the job submitted by
+deploy/spark-submit.sh to a master and two workers, killed at every step of the commit protocol,
+and a worker (with its executor) lost in the middle of a run; every time, the output that a
+read_committed consumer sees is checked against the input, batch by batch."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+from harness import merged, produce_sample
+
+from {{ cookiecutter.package_name }}.sink import faults
+
+pytestmark = pytest.mark.cluster
+FAULT_BATCH = 1
+
+
+def exact(job, *samples) -> None:
+    counts, malformed = merged(*samples)
+    verdict = job.verify(counts, malformed)
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert verdict.dead_letter_ok
+
+
+@pytest.mark.parametrize("fault", faults.POINTS)
+def test_exactly_once_on_the_cluster_through_a_crash_at(cluster_job, spark_cluster, fault):
+    job = cluster_job
+    sample = produce_sample(job, count=3000, seed=hash(fault) % 1000, partitions=4)
+    crashed = job.run(fault=fault, fault_batch=FAULT_BATCH, max_offsets_per_trigger="1000")
+    assert crashed.returncode == -signal.SIGKILL, f"the fault did not kill the driver:\n{crashed.stdout[-3000:]}"
+    assert set(job.fired_faults()) == {f"fault injection: SIGKILL at {fault} in batch {FAULT_BATCH}"}
+    recovered = job.run(max_offsets_per_trigger="1000")
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    exact(job, sample)
+    assert spark_cluster.applications().count("{{ cookiecutter.project_slug }}") >= 2, "the runs were not on the cluster"
+
+
+def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_cluster):
+    """SIGKILL of a worker and its executor while batches run: Spark runs the lost tasks on the
+    other worker, and the output stays exact. The worker comes back for the next test."""
+    job = cluster_job
+    first = produce_sample(job, count=4000, seed=91, partitions=4)
+    outcome: dict = {}
+    running = threading.Thread(target=lambda: outcome.update(run=job.run(max_offsets_per_trigger="400",
+                                                                         until_idle=4, timeout=600)))
+    running.start()
+    deadline = time.monotonic() + 300
+    while len(job.published().counts) == 0 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert job.published().counts, "the job published nothing on the cluster"
+    killed = spark_cluster.kill_worker(0)
+    assert len(killed) >= 2, "the worker had no executor to lose"
+    second = produce_sample(job, count=2000, seed=92, partitions=4)
+    running.join(600)
+    spark_cluster.start_worker(0)
+    assert outcome["run"].returncode == 0, outcome["run"].stdout[-3000:]
+    exact(job, first, second)
