@@ -4,6 +4,7 @@
 #   SPARK_MASTER=spark://host:7077 deploy/spark-submit.sh            # arguments default to: run
 #   SPARK_MASTER=yarn deploy/spark-submit.sh run --set trigger_interval_seconds=5
 #   CHECKPOINT_LOCATION=s3a://bucket/counts SPARK_SUBMIT_ARGS="--executor-memory 2g" deploy/spark-submit.sh
+#   HADOOP_AWS_CLASSPATH=/opt/jars/hadoop-aws.jar:/opt/jars/bundle.jar ...   # S3A jars already on the nodes
 #
 # Spark itself is the installed pyspark (pyproject.toml pins it); Kafka is read by Spark's own
 # connector, of the same Spark version, which spark-submit resolves with --packages (through the
@@ -34,8 +35,16 @@ case "$CHECKPOINT_LOCATION" in
     # S3 through Hadoop's S3A connector, of the same Hadoop version as Spark's own jars; the job
     # gives S3A the [s3] table's settings, else the AWS default chain applies (environment,
     # profile, instance or pod role).
-    HADOOP_VERSION=$(find "$SPARK_HOME/jars" -name 'hadoop-client-api-*.jar' -printf '%f\n' | sed -n 's/^hadoop-client-api-\(.*\)\.jar$/\1/p')
-    PACKAGES+=",org.apache.hadoop:hadoop-aws:${HADOOP_VERSION}"
+    # HADOOP_AWS_CLASSPATH: hadoop-aws and its AWS SDK bundle already on every node (baked into
+    # the image): put on the class path instead of shipped with --packages, which copies the
+    # SDK bundle (~700 MB) to every executor of every submission.
+    if [[ -n "${HADOOP_AWS_CLASSPATH:-}" ]]; then
+      EXTRA_CONF+=(--conf "spark.driver.extraClassPath=$HADOOP_AWS_CLASSPATH"
+                   --conf "spark.executor.extraClassPath=$HADOOP_AWS_CLASSPATH")
+    else
+      HADOOP_VERSION=$(find "$SPARK_HOME/jars" -name 'hadoop-client-api-*.jar' -printf '%f\n' | sed -n 's/^hadoop-client-api-\(.*\)\.jar$/\1/p')
+      PACKAGES+=",org.apache.hadoop:hadoop-aws:${HADOOP_VERSION}"
+    fi
     EXTRA_CONF+=(--conf spark.hadoop.fs.s3.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)
     ;;
 esac

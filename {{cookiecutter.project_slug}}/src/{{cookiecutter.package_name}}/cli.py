@@ -1,6 +1,7 @@
 """{{ cookiecutter.project_name }}: {{ cookiecutter.description }}
 
-Commands: run, status, produce-sample, topics, config, demo, chaos, bench, kafka up|down."""
+Commands: run, status, topics, config; with the tooling wing (devtools/, not shipped by
+spark-submit.sh): produce-sample, demo, chaos, bench, kafka up|down."""
 
 from __future__ import annotations
 
@@ -100,6 +101,12 @@ def _kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tooling_wing_present() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(f"{__package__}.devtools") is not None
+
+
 def _tool_module(name: str):
     """`chaos` and `bench` live in the tooling wing, imported only when used."""
     import importlib
@@ -127,25 +134,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--until-idle", type=int, metavar="N",
                      help="stop after N idle triggers in a row once input was processed (demos, tests)")
     command("status", _status, "last committed batches, their offsets, sink log and lag")
-    sample = command("produce-sample", _produce_sample, "write sample events to the input topic")
-    sample.add_argument("--count", type=int, default=10_000)
-    sample.add_argument("--seed", type=int, default=1)
-    sample.add_argument("--malformed-rate", type=float, default=0.01)
     topics = command("topics", _topics, "create the job's input, output and dead-letter topics if missing")
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--partitions", type=int, default=4)
     command("config", _show_config, "print the effective configuration")
-    demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data", configured=False)
-    demo.add_argument("--count", type=int, default=20_000)
-    demo.add_argument("--workdir", default="demo-run")
-    demo.add_argument("--keep-kafka", action="store_true", help="leave the local broker running afterwards")
-    for name, help_text in (("chaos", "kill the job, its workers and the broker at random; verify the output"),
-                            ("bench", "measure throughput, latency and recovery side by side with alternatives")):
-        sub = command(name, _tool(name), help_text, configured=False)
-        _tool_module(name).add_arguments(sub)
-    kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker", configured=False)
-    kafka.add_argument("action", choices=["up", "down"])
-    kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
+    if _tooling_wing_present():  # absent from the zip that spark-submit.sh ships: the job alone
+        sample = command("produce-sample", _produce_sample, "write sample events to the input topic")
+        sample.add_argument("--count", type=int, default=10_000)
+        sample.add_argument("--seed", type=int, default=1)
+        sample.add_argument("--malformed-rate", type=float, default=0.01)
+        demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data", configured=False)
+        demo.add_argument("--count", type=int, default=20_000)
+        demo.add_argument("--workdir", default="demo-run")
+        demo.add_argument("--keep-kafka", action="store_true", help="leave the local broker running afterwards")
+        for name, help_text in (("chaos", "kill the job, its workers and the broker at random; verify the output"),
+                                ("bench", "measure throughput, latency and recovery side by side with alternatives")):
+            sub = command(name, _tool(name), help_text, configured=False)
+            _tool_module(name).add_arguments(sub)
+        kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker", configured=False)
+        kafka.add_argument("action", choices=["up", "down"])
+        kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
     return parser
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -23,11 +22,7 @@ from {{ cookiecutter.package_name }}.sink import faults
 pytestmark = pytest.mark.chaos
 
 SEED = 1
-FINAL_LINE = re.compile(
-    r"^chaos: seed=(?P<seed>\d+) guarantee=(?P<guarantee>[a-z-]+) records=(?P<records>\d+) kills=(?P<kills>\d+) "
-    r"broker_restarts=(?P<broker_restarts>\d+) faults=(?P<faults>\d+) lost=(?P<lost>\d+) "
-    r"duplicated=(?P<duplicated>\d+) dead_letter_ok=(?P<dead_letter_ok>true|false)$"
-)
+FINAL_LINE = chaos.VERDICT_LINE
 
 
 def quick_profile(kafka, workdir, guarantee: str) -> tuple[int, str]:

@@ -12,7 +12,7 @@ import pytest
 from harness import SECRET_VARIABLE, JobUnderTest, on_s3
 
 from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server
-from {{ cookiecutter.package_name }}.devtools.spark_cluster import ClusterUnavailable, SparkCluster
+from {{ cookiecutter.package_name }}.devtools.spark_cluster import ClusterUnavailable, SparkCluster, s3a_classpath
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -33,13 +33,22 @@ def spark_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def s3a_jars() -> str:
+    try:
+        return s3a_classpath()
+    except ClusterUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+
+
 @pytest.fixture
-def cluster_job(job: JobUnderTest, spark_cluster: SparkCluster, s3_server: S3Server,
+def cluster_job(job: JobUnderTest, spark_cluster: SparkCluster, s3_server: S3Server, s3a_jars: str,
                 monkeypatch: pytest.MonkeyPatch) -> JobUnderTest:
     """The job with its checkpoint in a fresh bucket, submitted to the cluster by spark-submit.sh."""
     job.guarantee = "exactly-once"
     job.options.update(on_s3(job, s3_server, monkeypatch))
     job.launcher = ["bash", str(PROJECT / "deploy" / "spark-submit.sh")]
     job.launcher_env = {"SPARK_MASTER": spark_cluster.url, "CHECKPOINT_LOCATION": job.checkpoint_location,
-                        "PYTHON": sys.executable, SECRET_VARIABLE: s3_server.secret_key}
+                        "PYTHON": sys.executable, SECRET_VARIABLE: s3_server.secret_key,
+                        "HADOOP_AWS_CLASSPATH": s3a_jars}
     return job

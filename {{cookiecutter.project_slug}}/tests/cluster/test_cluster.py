@@ -5,6 +5,8 @@ read_committed consumer sees is checked against the input, batch by batch."""
 
 from __future__ import annotations
 
+import argparse
+import io
 import signal
 import threading
 import time
@@ -12,6 +14,7 @@ import time
 import pytest
 from harness import merged, produce_sample
 
+from {{ cookiecutter.package_name }}.devtools import chaos
 from {{ cookiecutter.package_name }}.sink import faults
 
 pytestmark = pytest.mark.cluster
@@ -59,3 +62,25 @@ def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_c
     spark_cluster.start_worker(0)
     assert outcome["run"].returncode == 0, outcome["run"].stdout[-3000:]
     exact(job, first, second)
+
+
+@pytest.mark.timeout(3600)
+def test_the_chaos_quick_profile_on_the_cluster(kafka, tmp_path):
+    """chaos --cluster: every fault point once, a Spark worker killed with its executor, the S3
+    server and the broker killed and restarted, while the input arrives; then the independent
+    read_committed check. It runs its own cluster and S3 server, as `chaos --cluster` does."""
+    parser = argparse.ArgumentParser()
+    chaos.add_arguments(parser)
+    args = parser.parse_args(["--profile", "quick", "--seed", "1", "--cluster", "--workdir", str(tmp_path)])
+    out = io.StringIO()
+    code = chaos.run(args, kafka=kafka, out=out)
+    output = out.getvalue()
+    print(output)
+    verdict = chaos.VERDICT_LINE.match(output.strip().splitlines()[-1])
+    assert verdict, output[-3000:]
+    assert int(verdict["faults"]) == len(faults.POINTS), output
+    assert "SIGKILL of Spark worker" in output and "S3 server serving again" in output, output
+    if kafka.restart_broker is not None:  # the env provider cannot restart a broker it did not start
+        assert int(verdict["broker_restarts"]) >= 1, output
+    assert (verdict["lost"], verdict["duplicated"], verdict["dead_letter_ok"]) == ("0", "0", "true"), output
+    assert code == 0, output

@@ -61,3 +61,19 @@ def test_the_config_command_imports_neither_pyspark_nor_the_kafka_client(tmp_pat
         result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 check=True)
         assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+
+
+def test_the_job_runs_without_its_tooling_wing(tmp_path: Path) -> None:
+    """What spark-submit.sh ships (the package without devtools/) must start: its CLI once
+    built its parser from the tools' modules, and every submission failed on the import."""
+    import shutil
+
+    shipped = tmp_path / "shipped"
+    shutil.copytree(PACKAGE_DIR, shipped / PACKAGE_DIR.name,
+                    ignore=shutil.ignore_patterns("devtools", "__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(shipped)}
+    command = [sys.executable, "-m", PACKAGE_DIR.name]
+    result = subprocess.run([*command, "config"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    listed = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    assert listed.stdout.startswith("usage: {{ cookiecutter.package_name }} [-h] {run,status,topics,config}"), listed.stdout

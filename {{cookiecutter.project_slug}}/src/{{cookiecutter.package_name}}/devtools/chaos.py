@@ -9,6 +9,10 @@ Disruptions, at moments drawn from `--seed` (printed first):
   - SIGKILL of one Spark Python worker alone, when the job runs any (the at-least-once
     sink's tasks, the TTL count): the runner restarts the query in-process;
   - kill -9 of the Kafka broker and a restart on the same data.
+With `--cluster`, the job runs on a local Spark standalone cluster (a master and two workers,
+spark_cluster.py), submitted by deploy/spark-submit.sh, its checkpoint on a local S3 server
+(s3_local); a worker kill is then a SIGKILL of a Spark worker and its executor (Spark runs the
+lost tasks elsewhere; the worker comes back), and the S3 server is killed and restarted too.
 The input (skewed keys, a share of malformed records) is produced in chunks while the job
 runs. After each kill the job is started again from its checkpoint, until every input
 record is in a committed batch. The seed reproduces the plan (order, batches, which run
@@ -27,6 +31,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -44,10 +49,16 @@ from .kafka_io import create_topics, produce
 from .processes import command_line, cpu_ticks, descendants, kill_processes, start_job
 
 GUARANTEES = ("exactly-once", "at-least-once")
+# The last line of a run, for machines (the tests read it).
+VERDICT_LINE = re.compile(
+    r"^chaos: seed=(?P<seed>\d+) guarantee=(?P<guarantee>[a-z-]+) records=(?P<records>\d+) kills=(?P<kills>\d+) "
+    r"broker_restarts=(?P<broker_restarts>\d+) faults=(?P<faults>\d+) lost=(?P<lost>\d+) "
+    r"duplicated=(?P<duplicated>\d+) dead_letter_ok=(?P<dead_letter_ok>true|false)$"
+)
 EXCLUDED_KEY = "orange"  # the run's own filter drops it, whatever the configured one
 WORKER_MARKERS = ("pyspark.daemon", "pyspark.worker")
 KILL = "kill"  # a run that ends with an external SIGKILL of the driver's process group
-WORKER, BROKER = "worker", "broker"  # disruptions inside a run
+WORKER, BROKER, S3 = "worker", "broker", "s3"  # disruptions inside a run
 QUIET = {"log_level": 2}  # librdkafka: no connection-refused lines while the broker restarts
 # Held while the broker restarts, and while a run creates its topics or reads its verdict: runs
 # sharing a broker (in one process) must not see it vanish in the middle of those.
@@ -68,6 +79,7 @@ class Profile:
     external_kills: int  # SIGKILLs of the driver's process group at random moments, besides the faults
     worker_kills: int
     broker_restarts: int
+    s3_restarts: int  # --cluster only: kill -9 of the S3 server and a restart on the same data
     run_timeout: float  # a run that neither finishes nor dies in this time is killed
     deadline: float  # the whole run, start-up and verification included
 
@@ -78,11 +90,11 @@ PROFILES = {
     "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_offsets_per_trigger=500,
                      drain_records_per_trigger=10_000,
                      chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
-                     broker_restarts=1, run_timeout=600, deadline=2400),
+                     broker_restarts=1, s3_restarts=1, run_timeout=600, deadline=2400),
     "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_offsets_per_trigger=2000,
                     drain_records_per_trigger=40_000,
                     chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
-                    broker_restarts=2, run_timeout=900, deadline=7200),
+                    broker_restarts=2, s3_restarts=2, run_timeout=900, deadline=7200),
 }
 
 
@@ -97,6 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka-provider", choices=("auto", "env", "testcontainers", "process"),
                         help="where the broker comes from (default: $KAFKA_PROVIDER, else auto); "
                              "broker restarts need testcontainers or process")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the job on a local Spark standalone cluster through deploy/spark-submit.sh, "
+                             "its checkpoint on a local S3 server; also kill Spark workers and the S3 server")
 
 
 def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) -> int:
@@ -109,16 +124,70 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) 
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     say = Reporter(out or sys.stdout)
-    say(f"seed={seed} profile={args.profile} guarantee={args.guarantee} workdir={workdir}")
-    if kafka is not None:
-        return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say).run()
-    from .kafka_local import provide_kafka
+    say(f"seed={seed} profile={args.profile} guarantee={args.guarantee} workdir={workdir}"
+        + (" cluster=standalone+s3" if getattr(args, "cluster", False) else ""))
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(ClusterSetup.started(workdir, say)) if getattr(args, "cluster", False) else None
+        if kafka is None:
+            from .kafka_local import provide_kafka
 
-    broker_dir = workdir / "kafka"
-    broker_dir.mkdir(exist_ok=True)
-    with provide_kafka(broker_dir, provider=args.kafka_provider) as handle:
-        say(handle.describe())
-        return Chaos(handle, PROFILES[args.profile], args.guarantee, seed, workdir, say).run()
+            broker_dir = workdir / "kafka"
+            broker_dir.mkdir(exist_ok=True)
+            kafka = stack.enter_context(provide_kafka(broker_dir, provider=args.kafka_provider))
+            say(kafka.describe())
+        return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say, cluster).run()
+
+
+SECRET_VARIABLE = "CHAOS_S3_SECRET"  # the S3 secret reaches the job through `${...}` in its settings
+
+
+@dataclass
+class ClusterSetup:
+    """--cluster: the Spark standalone cluster, the S3 server and the bucket of the checkpoint."""
+
+    spark: Any  # spark_cluster.SparkCluster
+    s3: Any  # s3_local.S3Server
+    bucket: str
+    submit_script: Path
+    s3a_classpath: str  # S3A's jars from the local Ivy cache: not shipped with every submission
+
+    @classmethod
+    @contextlib.contextmanager
+    def started(cls, workdir: Path, say: Reporter):
+        from .s3_local import S3Server
+        from .spark_cluster import SparkCluster, s3a_classpath
+
+        script = Path(__file__).resolve().parents[3] / "deploy" / "spark-submit.sh"
+        if not script.exists():
+            raise SystemExit(f"chaos --cluster submits the job with {script}, which is missing: run it from the "
+                             "project (an editable install) rendered with the deployment files")
+        s3 = S3Server(workdir / "s3")
+        say(f"cluster: S3Proxy at {s3.endpoint}, up in {s3.start():.1f}s")
+        try:
+            spark = SparkCluster(workdir / "spark-cluster", workers=2)
+            say(f"cluster: Spark standalone at {spark.url} (a master and 2 workers), up in {spark.start():.1f}s")
+            try:
+                bucket = f"chaos-{uuid.uuid4().hex[:12]}"
+                s3.client().create_bucket(Bucket=bucket)
+                setup = cls(spark, s3, bucket, script, s3a_classpath())
+                from .. import object_store
+
+                object_store.use_in_this_process(setup.s3_settings(secret=s3.secret_key))  # reads the checkpoint
+                yield setup
+            finally:
+                spark.stop()
+        finally:
+            s3.stop()
+
+    def s3_settings(self, secret: str) -> dict[str, str]:
+        return {"endpoint": self.s3.endpoint, "region": self.s3.region, "access_key_id": self.s3.access_key,
+                "secret_access_key": secret, "path_style_access": "true"}
+
+    def restart_s3(self) -> float:
+        """kill -9 of the S3 server, a few seconds down, then up again on the same port and data."""
+        self.s3.stop()
+        time.sleep(3)
+        return self.s3.start()
 
 
 def _faults():
@@ -227,12 +296,12 @@ class RunPlan:
                     + (f"{self.kill_after_batches} batches" if self.kill_after_batches else "start"))
         else:
             what = f"fault {self.end}, {self.fault_ahead} batch(es) ahead"
-        extra = "".join(f", then {kind} kill" if kind == WORKER else ", then broker restart"
+        extra = "".join(f", then {kind} kill" if kind == WORKER else f", then {kind} restart"
                         for kind, _ in self.disruptions)
         return what + extra
 
 
-def make_plan(profile: Profile, rng: random.Random) -> list[RunPlan]:
+def make_plan(profile: Profile, rng: random.Random, cluster: bool = False) -> list[RunPlan]:
     faults = _faults()
     ends: list[str] = [point for _ in range(profile.fault_rounds) for point in faults.POINTS]
     ends += [KILL] * profile.external_kills
@@ -248,6 +317,7 @@ def make_plan(profile: Profile, rng: random.Random) -> list[RunPlan]:
     # never to the last one, so that something remains to be processed afterwards.
     hosts = [plan for plan in plans[:-1] if plan.end != KILL] or plans[:1]
     kinds = [WORKER] * profile.worker_kills + [BROKER] * profile.broker_restarts
+    kinds += [S3] * (profile.s3_restarts if cluster else 0)
     rng.shuffle(kinds)
     order = rng.sample(hosts, len(hosts))  # one disruption per run while there are runs enough
     for i, kind in enumerate(kinds):
@@ -272,6 +342,7 @@ class Tally:
     fault_points: Counter[str] = field(default_factory=Counter)
     worker_kills: int = 0
     broker_restarts: int = 0
+    s3_restarts: int = 0
     query_restarts: int = 0  # in-process restarts by the runner's restart strategy
     unexpected_exits: int = 0
     runs: int = 0
@@ -279,7 +350,7 @@ class Tally:
 
 class Chaos:
     def __init__(self, kafka: Any, profile: Profile, guarantee: str, seed: int, workdir: Path,
-                 say: Reporter) -> None:
+                 say: Reporter, cluster: ClusterSetup | None = None) -> None:
         from ..config import JobConfig
 
         self.kafka, self.profile, self.guarantee, self.seed = kafka, profile, guarantee, seed
@@ -291,7 +362,9 @@ class Chaos:
         self.input_topic, self.output_topic = f"chaos-events-{suffix}", f"chaos-counts-{suffix}"
         self.dead_letter_topic, self.marker_topic = f"chaos-dead-{suffix}", f"chaos-markers-{suffix}"
         self.sink_id = f"chaos-{suffix}"
-        self.checkpoint = workdir / "checkpoint"
+        self.cluster = cluster
+        self.checkpoint_location = (f"s3a://{cluster.bucket}/checkpoints/{self.sink_id}" if cluster
+                                    else str(workdir / "checkpoint"))
         self.fault_log = workdir / "faults.log"
         self.tally = Tally()
         self.input_end: dict[int, int] | None = None
@@ -311,7 +384,7 @@ class Chaos:
             "sink_id": self.sink_id,
             "transactional_id_prefix": "chaos",
             "delivery_guarantee": self.guarantee,
-            "checkpoint_location": str(self.checkpoint),
+            "checkpoint_location": self.checkpoint_location,
             "filter": f"`{self.key_field}` != '{EXCLUDED_KEY}'",
             "trigger_interval_seconds": "0.5",
             "max_offsets_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
@@ -320,6 +393,8 @@ class Chaos:
             "restart_strategy": "fixed-delay",
             "restart_attempts": "1000",
             "restart_delay_seconds": "1",
+            **({f"s3.{name}": value for name, value in self.cluster.s3_settings("${" + SECRET_VARIABLE + "}").items()}
+               if self.cluster else {}),
         }
 
     def committed(self) -> list[int]:
@@ -327,7 +402,7 @@ class Chaos:
         from ..storage import resolve_location
 
         try:
-            return committed_batches(resolve_location(str(self.checkpoint)))
+            return committed_batches(resolve_location(self.checkpoint_location))
         except OSError:  # a directory listed while Spark renames into it
             return []
 
@@ -351,7 +426,7 @@ class Chaos:
         if last < 0:
             return False
         try:
-            offsets = input_offsets(resolve_location(str(self.checkpoint)), last, self.input_topic)
+            offsets = input_offsets(resolve_location(self.checkpoint_location), last, self.input_topic)
         except (OSError, ValueError):
             return False
         if not offsets:
@@ -376,7 +451,14 @@ class Chaos:
             env[faults.LOG_VARIABLE] = str(self.fault_log)
         self.tally.runs += 1
         log_path = self.workdir / f"run-{self.tally.runs}.log"
-        return start_job(["run"], self.settings(plan), self.workdir, log_path, env), log_path, fault_batch
+        launcher = None
+        if self.cluster is not None:
+            launcher = ["bash", str(self.cluster.submit_script)]
+            env.update({"SPARK_MASTER": self.cluster.spark.url, "CHECKPOINT_LOCATION": self.checkpoint_location,
+                        "PYTHON": sys.executable, SECRET_VARIABLE: self.cluster.s3.secret_key,
+                        "HADOOP_AWS_CLASSPATH": self.cluster.s3a_classpath})
+        process = start_job(["run"], self.settings(plan), self.workdir, log_path, env, launcher)
+        return process, log_path, fault_batch
 
     def kill_driver(self, process: subprocess.Popen, below: dict[int, tuple[int, int]]) -> None:
         """SIGKILL the driver's process group and every process below it (Spark's Python workers
@@ -432,7 +514,12 @@ class Chaos:
             if pending and due is None and done_here > disrupted:
                 due = now + pending[0][1]
             if pending and due is not None and now >= due:
-                if pending[0][0] == WORKER:
+                if pending[0][0] == WORKER and self.cluster is not None:
+                    victim = self.kill_spark_worker()
+                elif pending[0][0] == S3:
+                    victim = "s3"
+                    self.restart_s3()
+                elif pending[0][0] == WORKER:
                     patient = now < due + 15
                     victim = self.kill_worker(process, patient=patient)
                     if victim:
@@ -513,6 +600,25 @@ class Chaos:
             return RunPlan(None, disruptions=list(pending))
         return None
 
+    def kill_spark_worker(self) -> str:
+        """SIGKILL of one Spark worker and its executor JVM; it comes back a few seconds later."""
+        assert self.cluster is not None
+        index = self.rng.randrange(len(self.cluster.spark.workers))
+        killed = self.cluster.spark.kill_worker(index)
+        self.tally.worker_kills += 1
+        self.say(f"run {self.tally.runs}: SIGKILL of Spark worker {index} and its executor (pids {killed})")
+        time.sleep(3)
+        self.cluster.spark.start_worker(index)
+        self.say(f"run {self.tally.runs}: Spark worker {index} registered again")
+        return f"worker {index}"
+
+    def restart_s3(self) -> None:
+        assert self.cluster is not None
+        self.say("kill -9 of the S3 server; restarting it on the same data")
+        seconds = self.cluster.restart_s3()
+        self.tally.s3_restarts += 1
+        self.say(f"S3 server serving again after 3s down and {seconds:.1f}s to start")
+
     def fired(self) -> list[str]:
         return self.fault_log.read_text().splitlines() if self.fault_log.exists() else []
 
@@ -540,7 +646,7 @@ class Chaos:
             return [event[self.key_field] != EXCLUDED_KEY for event in events]
 
         sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys)
-        plans = make_plan(profile, self.rng)
+        plans = make_plan(profile, self.rng, cluster=self.cluster is not None)
         self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
                  f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "
                  f"{profile.chunk_interval:.0f}s apart while the job runs; "
@@ -641,7 +747,7 @@ class Chaos:
         verdict = verify(published, dict(expected), malformed)
         # Every intermediate count too, batch by batch (the final counts alone miss a skipped batch).
         verify_batches(verdict, published, positioned, self.counted_key(malformed_set),
-                       batch_ends(resolve_location(str(self.checkpoint)), self.input_topic))
+                       batch_ends(resolve_location(self.checkpoint_location), self.input_topic))
         batches = {batch for history in published.counts.values() for batch, _ in history}
         self.say(f"verify (read_committed): {sum(len(h) for h in published.counts.values())} count records "
                  f"for {len(published.counts)} keys over {len(batches)} batches, {len(published.dead_letters)} "
@@ -655,6 +761,7 @@ class Chaos:
         self.say(f"summary: runs={t.runs} kills={t.kills} faults={t.faults} "
                  f"({', '.join(f'{p}={n}' for p, n in sorted(t.fault_points.items()))}) worker_kills="
                  f"{t.worker_kills} query_restarts={t.query_restarts} broker_restarts={t.broker_restarts} "
+                 f"s3_restarts={t.s3_restarts} "
                  f"unexpected_exits={t.unexpected_exits} completed={str(completed).lower()} "
                  f"duration={self.say.elapsed():.0f}s")
         self.say.line(f"chaos: seed={self.seed} guarantee={self.guarantee} records={records} kills={t.kills} "

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -24,6 +25,41 @@ from .processes import descendants, free_port, kill_processes
 
 class ClusterUnavailable(RuntimeError):
     """The local cluster could not be started; the message says why."""
+
+
+IVY_JARS = Path.home() / ".ivy2.5.2" / "jars"  # Spark 4's default Ivy cache (spark.jars.ivy)
+# What hadoop-aws needs at run time besides Hadoop (its Ivy descriptor's compile and runtime dependencies).
+S3A_DEPENDENCIES = ("software.amazon.awssdk_bundle-*.jar",
+                    "software.amazon.s3.analyticsaccelerator_analyticsaccelerator-s3-*.jar",
+                    "org.wildfly.openssl_wildfly-openssl-*.jar")
+
+
+def s3a_classpath(ivy_jars: Path = IVY_JARS) -> str:
+    """hadoop-aws and the AWS SDK bundle as a class path, from Ivy's cache, where the job's own
+    resolution (`spark.jars.packages`) puts them; resolved that way first if missing. Every node
+    of this cluster shares the machine, so spark-submit.sh need not ship the ~700 MB bundle to
+    each executor of each submission (HADOOP_AWS_CLASSPATH)."""
+    from ..object_store import hadoop_aws_package
+
+    package = hadoop_aws_package()
+    version = package.rsplit(":", 1)[1]
+
+    def found() -> list[Path] | None:
+        """hadoop-aws and its runtime dependencies (its Ivy descriptor's compile and runtime ones)."""
+        aws = ivy_jars / f"org.apache.hadoop_hadoop-aws-{version}.jar"
+        jars = [aws] if aws.exists() else []
+        for pattern in S3A_DEPENDENCIES:
+            jars += sorted(ivy_jars.glob(pattern))[-1:]
+        return jars if len(jars) == 1 + len(S3A_DEPENDENCIES) else None
+
+    if found() is None:
+        code = (f"from {__package__.split('.')[0]}.session import spark_session; "
+                f"spark_session('resolve-s3a', 'local[1]', 1, packages=({package!r},)).stop()")
+        subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, timeout=1800)
+    jars = found()
+    if jars is None:
+        raise ClusterUnavailable(f"{package} and the AWS SDK bundle are not in {ivy_jars}, and resolving them failed")
+    return ":".join(str(jar) for jar in jars)
 
 
 def spark_home() -> Path:
