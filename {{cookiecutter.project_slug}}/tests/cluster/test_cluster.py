@@ -80,6 +80,7 @@ def test_the_chaos_quick_profile_on_the_cluster(kafka, tmp_path):
     assert verdict, output[-3000:]
     assert int(verdict["faults"]) == len(faults.POINTS), output
     assert "SIGKILL of Spark worker" in output and "S3 server serving again" in output, output
+    assert "unexpected_exits=0" in output, output  # the clean run stopped cleanly under spark-submit too
     if kafka.restart_broker is not None:  # the env provider cannot restart a broker it did not start
         assert int(verdict["broker_restarts"]) >= 1, output
     assert (verdict["lost"], verdict["duplicated"], verdict["dead_letter_ok"]) == ("0", "0", "true"), output

@@ -552,7 +552,7 @@ class Chaos:
                         pending.clear()
                     self.say(f"run {self.tally.runs}: input drained; SIGTERM (stops at a batch boundary)")
                     stopped_by_us = True
-                    process.send_signal(signal.SIGTERM)  # the driver only: its JVM must outlive the stop
+                    os.kill(self.python_driver(process), signal.SIGTERM)  # not the JVM: it must outlive the stop
                     try:
                         process.wait(120)
                     except subprocess.TimeoutExpired:
@@ -599,6 +599,16 @@ class Chaos:
         if pending:
             return RunPlan(None, disruptions=list(pending))
         return None
+
+    def python_driver(self, process: subprocess.Popen) -> int:
+        """The process that stops the job cleanly on SIGTERM: the job's Python driver. Under
+        spark-submit (--cluster) that is a child of spark-submit's JVM, which SIGTERM would kill."""
+        if self.cluster is None:
+            return process.pid
+        for pid in descendants(process.pid):
+            if "deploy/main.py" in command_line(pid):
+                return pid
+        return process.pid
 
     def kill_spark_worker(self) -> str:
         """SIGKILL of one Spark worker and its executor JVM; it comes back a few seconds later."""
