@@ -39,7 +39,7 @@ def open_atomic(fs: pafs.FileSystem, path: str) -> Iterator[BinaryIO]:
     """A file to write `path` through: readers see either nothing or the whole file. S3 puts
     are atomic; elsewhere the data goes to a temporary name that is renamed at the end. On a
     local disk the data, then the rename, are forced to the disk (fsync of the file and of its
-    directory) before this returns: the sink reports a file staged, or a log entry written,
+    directory) before this returns: a log entry or a pinned setting counts as written
     only once a power loss cannot take it back. Nothing is left behind if writing fails."""
     parent = path.rsplit("/", 1)[0]
     fs.create_dir(parent, recursive=True)

@@ -301,7 +301,13 @@ class RunPlan:
         return what + extra
 
 
-def make_plan(profile: Profile, rng: random.Random, cluster: bool = False) -> list[RunPlan]:
+def make_plan(profile: Profile, rng: random.Random, cluster: bool = False, python_workers: bool = True
+              ) -> list[RunPlan]:
+    """The runs, each ending with a fault point or an external kill, and the disruptions inside
+    them. Worker kills only where there is a worker to kill: a Spark worker (`cluster`), or a
+    Python worker (`python_workers`: the at-least-once sink and the TTL count run some; the
+    exactly-once job without a TTL runs none, and a kill that waits for one would hold back the
+    disruptions planned after it)."""
     faults = _faults()
     ends: list[str] = [point for _ in range(profile.fault_rounds) for point in faults.POINTS]
     ends += [KILL] * profile.external_kills
@@ -316,7 +322,7 @@ def make_plan(profile: Profile, rng: random.Random, cluster: bool = False) -> li
     # Disruptions go to runs that end with a fault (they last until the fault, at least a few batches);
     # never to the last one, so that something remains to be processed afterwards.
     hosts = [plan for plan in plans[:-1] if plan.end != KILL] or plans[:1]
-    kinds = [WORKER] * profile.worker_kills + [BROKER] * profile.broker_restarts
+    kinds = [WORKER] * (profile.worker_kills if cluster or python_workers else 0) + [BROKER] * profile.broker_restarts
     kinds += [S3] * (profile.s3_restarts if cluster else 0)
     rng.shuffle(kinds)
     order = rng.sample(hosts, len(hosts))  # one disruption per run while there are runs enough
@@ -656,7 +662,8 @@ class Chaos:
             return [event[self.key_field] != EXCLUDED_KEY for event in events]
 
         sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys)
-        plans = make_plan(profile, self.rng, cluster=self.cluster is not None)
+        python_workers = self.guarantee == "at-least-once" or JobConfig().state_ttl_seconds > 0
+        plans = make_plan(profile, self.rng, cluster=self.cluster is not None, python_workers=python_workers)
         self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
                  f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "
                  f"{profile.chunk_interval:.0f}s apart while the job runs; "
