@@ -127,10 +127,6 @@ class SparkCluster:
         self.workers[index] = None
         return [process.pid, *below]
 
-    def executor_pids(self) -> list[int]:
-        """The executor JVMs of the running workers."""
-        return [pid for process in self.workers if process is not None for pid in descendants(process.pid)]
-
     def applications(self) -> list[str]:
         """The names of the applications the master has run or runs."""
         state = self._state() or {}
