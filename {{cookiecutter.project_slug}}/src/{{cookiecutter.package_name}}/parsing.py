@@ -17,8 +17,8 @@ REASON = "dead_letter_reason"
 SOURCE_COLUMNS = ("topic", "partition", "offset")
 
 SPARK_TYPES = {"string": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
-# JSON whitespace (RFC 8259) before the first character of the document.
-_LEADING_SPACE = r"^[ \t\r\n]*"
+# JSON whitespace (RFC 8259), allowed around the document.
+_JSON_SPACE = " \t\r\n"
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,9 @@ def dead_letter_reason(value: Column, doc: Column, fields: dict[str, Column], sc
         .when(~F.is_valid_utf8(value), F.lit("not JSON: invalid UTF-8"))
         .when(size == 0, F.lit("not JSON: empty value"))
         .when(doc.isNull(), F.lit("not JSON: cannot be parsed (syntax, lone surrogate or nesting too deep)"))
-        .when(~F.regexp_like(text, F.lit(_LEADING_SPACE + r"\{")),
+        .when(~F.startswith(F.ltrim(text, F.lit(_JSON_SPACE)), F.lit("{")),
               F.concat(F.lit("not a JSON object: "), _document_type(text)))
-        # The variant parser stops after the first value; anything but space after it is an error.
-        .when(~F.regexp_like(text, F.lit(r"\}[ \t\r\n]*$")), F.lit("not JSON: content after the object"))
+        .when(_content_after_the_object(text), F.lit("not JSON: content after the object"))
     )
     for name, kind in schema.fields.items():
         field = fields[name]
@@ -92,6 +91,22 @@ def dead_letter_reason(value: Column, doc: Column, fields: dict[str, Column], sc
             F.concat(F.lit(f"field {name!r} has JSON type "), _json_type(found), F.lit(f", expected {kind}")),
         )
     return reason
+
+
+def _content_after_the_object(text: Column) -> Column:
+    """True when text that starts with a parsed object goes on after it: the variant parser stops
+    after the first value, so `{"k": 1} {"k": 2}` alone would count one event and drop the rest.
+
+    Most events are flat: their first `}` is their last character (but space), which rules out
+    trailing content at the cost of a byte search. Any other text is parsed again, wrapped twice:
+    as `[text]` it must be an array of exactly one value, as `{"k":text}` an object. Whatever
+    follows the first value breaks one of the two: `,` adds an array element, `}` breaks the
+    array, `]` breaks the object, anything else breaks both."""
+    one_closing_brace_at_the_end = F.instr(text, "}") == F.char_length(F.rtrim(text, F.lit(_JSON_SPACE)))
+    as_array = F.try_parse_json(F.concat(F.lit("["), text, F.lit("]")))
+    array_values = F.coalesce(F.array_size(F.try_variant_get(as_array, "$", "array<variant>")), F.lit(0))
+    as_object = F.try_parse_json(F.concat(F.lit('{"k":'), text, F.lit("}")))
+    return ~one_closing_brace_at_the_end & ((array_values != 1) | as_object.isNull())
 
 
 def _field(doc: Column, name: str) -> Column:
@@ -134,7 +149,7 @@ def _json_type(found: Column) -> Column:
 
 def _document_type(text: Column) -> Column:
     """The JSON type of a document that parsed, from its first character."""
-    first = F.substring(F.regexp_replace(text, _LEADING_SPACE, ""), 1, 1)
+    first = F.substring(F.ltrim(text, F.lit(_JSON_SPACE)), 1, 1)
     return (
         F.when(first == "[", F.lit("array"))
         .when(first == '"', F.lit("string"))

@@ -72,6 +72,15 @@ def test_json_escapes_and_surrogate_pairs_are_decoded(spark):
         (b"true", "not a JSON object: boolean"),
         (b"null", "not a JSON object: null"),
         (b'{"color": "red"} trailing', "not JSON: content after the object"),
+        # Content after the object that itself ends in a brace: the variant parser stops after the
+        # first object, so each of these once counted `red` and dropped the rest silently.
+        (b'{"color": "red"} {"color": "blue"}', "not JSON: content after the object"),
+        (b'{"color": "red"}{"color": "blue"}', "not JSON: content after the object"),
+        (b'{"color": "red"}, {"color": "blue"}', "not JSON: content after the object"),
+        (b'{"color": "red"}] {"x": 1}', "not JSON: content after the object"),
+        (b'{"color": "red"}} x}', "not JSON: content after the object"),
+        (b'{"color": "red"} x}', "not JSON: content after the object"),
+        (b'{"color": "red", "n": {"a": 1}} {"color": "blue"}', "not JSON: content after the object"),
         (b'{"color": 42}', "field 'color' has JSON type number, expected string"),
         (b'{"color": 1e400}', "field 'color' has JSON type number, expected string"),
         (b'{"color": ["red"]}', "field 'color' has JSON type array, expected string"),
@@ -89,6 +98,14 @@ def test_json_escapes_and_surrogate_pairs_are_decoded(spark):
 def test_malformed_values_become_dead_letters_with_a_reason(spark, value, reason):
     got = reason_of(spark, value)
     assert got is not None and got.startswith(reason), got
+
+
+def test_objects_with_braces_inside_or_space_around_are_good_events(spark):
+    values = [b'{"color": "}"}', b'{"color": "{red}"} ', b' \t{"color": "red"}\r\n',
+              b'{"color": "red", "n": {"a": [{"b": 1}]}}', b'{"color": "red", "s": "} {"}']
+    events = parse(spark, *values)
+    assert [e[REASON] for e in events] == [None] * len(values)
+    assert [e["color"] for e in events] == ["}", "{red}", "red", "red", "red"]
 
 
 def test_numbers_a_float_field_accepts(spark):
