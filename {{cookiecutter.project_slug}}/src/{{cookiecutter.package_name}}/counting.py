@@ -23,8 +23,14 @@ from .parsing import REASON
 KIND_COUNT = "count"
 KIND_DEAD_LETTER = "dead_letter"
 GROUP_KEY = "group_key"
-# Per record: the key of a good event, or a dead letter's Kafka key and value; the others null.
-INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_KEY, DEAD_LETTER_VALUE]
+# A dead letter's group (null for a good event): dead letters are grouped, and so shuffled, by
+# a hash of their source coordinates instead of all landing in the one task of the null key. A
+# count of dead letters per group is the only state they keep: DEAD_LETTER_GROUPS rows at most.
+DEAD_LETTER_GROUP = "dead_letter_group"
+DEAD_LETTER_GROUPS = 64
+GROUPING = [GROUP_KEY, DEAD_LETTER_GROUP]
+# Per record: the key of a good event, or a dead letter's group, Kafka key and value; the others null.
+INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_GROUP, DEAD_LETTER_KEY, DEAD_LETTER_VALUE]
 # Per change: a count (kind, key, count) or a dead letter (kind, key, dead_letter_value).
 CHANGES_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
 
@@ -36,10 +42,13 @@ class Changes:
 
 
 def keyed_records(events: DataFrame, key_field: str) -> DataFrame:
-    """Only what the count needs: the key of a good event, or a dead letter's record."""
+    """Only what the count needs: the key of a good event, or a dead letter's group and record.
+    The group is a function of the record's source coordinates, so a re-run keeps it."""
     good = F.col(REASON).isNull()
+    dead_letter_group = F.pmod(F.xxhash64(DEAD_LETTER_KEY), F.lit(DEAD_LETTER_GROUPS)).cast("int")
     return with_dead_letter_record(events).select(
-        F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY), DEAD_LETTER_KEY, DEAD_LETTER_VALUE)
+        F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY),
+        F.when(~good, dead_letter_group).alias(DEAD_LETTER_GROUP), DEAD_LETTER_KEY, DEAD_LETTER_VALUE)
 
 
 def count_changes(events: DataFrame, key_field: str, partitions: int, ttl_seconds: int = 0) -> Changes:
@@ -58,10 +67,12 @@ def _count_in_jvm(keyed: DataFrame, partitions: int) -> DataFrame:
     a coalesce over every column (Spark would otherwise prune the dead-letter columns from the
     count's side) and no filter before the split (Spark would push it under the shuffle).
 
-    The null key's row counts the dead letters so far; the output encoding drops it."""
-    shuffled = keyed.repartition(partitions, F.col(GROUP_KEY))
-    every_row = F.coalesce(*(F.col(c) for c in INPUT_COLUMNS))  # never null: counts each record
-    counts = shuffled.groupBy(GROUP_KEY).agg(F.count(every_row).alias("count")).select(
+    The shuffle is by (key, dead-letter group): Spark's hash skips nulls, so a good event goes
+    where its key alone would, and dead letters spread over every partition. A null key's row
+    counts its group's dead letters so far; the output encoding drops it."""
+    shuffled = keyed.repartition(partitions, *(F.col(c) for c in GROUPING))
+    every_row = F.coalesce(*(F.col(c).cast("string") for c in INPUT_COLUMNS))  # never null: counts each record
+    counts = shuffled.groupBy(*GROUPING).agg(F.count(every_row).alias("count")).select(
         F.lit(KIND_COUNT).alias("kind"), F.col(GROUP_KEY).alias("key"), "count",
         F.lit(None).cast("string").alias(DEAD_LETTER_VALUE))
     dead_letters = shuffled.select(F.inline(_rows_where(

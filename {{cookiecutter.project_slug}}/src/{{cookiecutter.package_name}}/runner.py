@@ -16,7 +16,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from . import preflight
 from .config import JobConfig
-from .errors import Fenced, GaveUp
+from .errors import ConfigError, Fenced, GaveUp
 from .job import build_query
 from .sink.coordinator import ProducerFenced
 
@@ -125,6 +125,8 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
         except StreamingQueryException as error:
             if is_fenced(error):
                 raise Fenced(f"stopping: {_first_line(error)}") from error
+            if (refused := state_layout_refused(error)) is not None:
+                raise refused from error
             delay = _restart_delay(strategy, error)
             log.warning("restarting the query in %.1fs", delay)
             if stop.event.wait(delay):
@@ -138,6 +140,21 @@ _FENCED = f"{ProducerFenced.__name__}:"
 
 def is_fenced(error: Exception) -> bool:
     return _FENCED in str(error)
+
+
+# Spark refuses a checkpoint whose state another version of the count wrote (its key or value
+# schema differs, e.g. before dead letters were grouped): no restart can help.
+_STATE_LAYOUT_CHANGED = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE")
+
+
+def state_layout_refused(error: Exception) -> ConfigError | None:
+    text = str(error)
+    if not any(code in text for code in _STATE_LAYOUT_CHANGED):
+        return None
+    spark_says = next(line.strip() for line in text.splitlines() if "schema" in line.lower())
+    return ConfigError("checkpoint_location", (
+        f"its state was written by another version of the count ({spark_says[:300]}). Run the version "
+        "that wrote it, or start this one on a new checkpoint_location (its counts start from zero)."))
 
 
 def _first_line(error: Exception) -> str:

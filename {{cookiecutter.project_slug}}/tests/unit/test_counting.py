@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from pyspark.sql import functions as F
+
 from {{ cookiecutter.package_name }}.counting import count_changes
 from {{ cookiecutter.package_name }}.output_records import encode, for_batch
 from {{ cookiecutter.package_name }}.parsing import EventSchema, parse_records
@@ -23,9 +25,24 @@ def test_counts_per_key_and_every_dead_letter(spark):
     result = changes(spark)
     assert result.output_mode == "update"
     rows = [row.asDict() for row in result.frame.collect()]
-    counts = {r["key"]: r["count"] for r in rows if r["kind"] == "count"}
-    assert counts == {"red": 2, "blue": 1, None: 2}  # the null key counts the dead letters
+    counts = {r["key"]: r["count"] for r in rows if r["kind"] == "count" and r["key"] is not None}
+    assert counts == {"red": 2, "blue": 1}
+    # The null key's rows count the dead letters, one row per dead-letter group.
+    assert sum(r["count"] for r in rows if r["kind"] == "count" and r["key"] is None) == 2
     assert sorted(r["key"] for r in rows if r["kind"] == "dead_letter") == ["events/0/1", "events/0/4"]
+
+
+def test_dead_letters_spread_over_partitions_and_keys_stay_where_their_hash_puts_them(spark):
+    """A batch of dead letters is not one task's work; a key's partition is Spark's hash of the key
+    alone (as before dead letters had groups), so a checkpoint's state keeps its layout."""
+    values = [b"oops"] * 200 + [json.dumps({"color": f"c{i}"}).encode() for i in range(50)]
+    records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(values)], RECORDS_DDL)
+    frame = count_changes(parse_records(records, SCHEMA), "color", partitions=4).frame
+    rows = frame.select("kind", "key", F.spark_partition_id().alias("part"), F.hash("key").alias("h")).collect()
+    dead_letter_partitions = {r["part"] for r in rows if r["kind"] == "dead_letter"}
+    assert len(dead_letter_partitions) == 4, dead_letter_partitions  # union: after the counts' 4 partitions
+    keyed = [r for r in rows if r["kind"] == "count" and r["key"] is not None]
+    assert len(keyed) == 50 and all(r["part"] == r["h"] % 4 for r in keyed)
 
 
 def test_the_batch_is_read_and_parsed_once(spark):

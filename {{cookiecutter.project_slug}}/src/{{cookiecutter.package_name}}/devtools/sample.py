@@ -37,6 +37,7 @@ def malformed_values(key_field: str) -> list[bytes]:
         b"[" * 1000,  # deep nesting, never closed
         b"{" + key + b': "red"} trailing',
         b"{" + key + b': "red", "n": 1} {' + key + b': "blue"}x',
+        b"{" + key + b': "red"} {' + key + b': "blue"}',  # a second object: the parser stops after the first
     ]
 
 
