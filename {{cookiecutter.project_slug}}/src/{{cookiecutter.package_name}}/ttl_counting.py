@@ -2,8 +2,11 @@
 per key in the RocksDB state store, forgets a key idle for `state_ttl_seconds`, and emits only
 the keys whose count changed in the batch. Chosen by counting.py when a TTL is set.
 
-Dead letters travel through the same operator (under the null key, by dead-letter group) so that they
-reach the sink in the same batch, and so in the same Kafka transaction, as the counts."""
+Dead letters travel through the same operator (grouped under the null key) so that they
+reach the sink in the same batch, and so in the same Kafka transaction, as the counts. Unlike
+Spark's aggregation (counting.py), this operator is grouped by the key alone: with a second
+grouping column that is null for every good event, transformWithStateInPandas called the
+processor once per row (measured: each key's count published once per event)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from .counting import CHANGES_SCHEMA, GROUPING, INPUT_COLUMNS, KIND_COUNT, KIND_DEAD_LETTER
+from .counting import CHANGES_SCHEMA, GROUP_KEY, INPUT_COLUMNS, KIND_COUNT, KIND_DEAD_LETTER
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
 
 _OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
@@ -21,7 +24,7 @@ _OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
 
 def count_with_ttl(keyed: DataFrame, ttl_seconds: int) -> DataFrame:
     """Changes (counting.CHANGES_SCHEMA) from records (counting.INPUT_COLUMNS)."""
-    return keyed.select(*INPUT_COLUMNS).groupBy(*GROUPING).transformWithStateInPandas(
+    return keyed.select(*INPUT_COLUMNS).groupBy(GROUP_KEY).transformWithStateInPandas(
         statefulProcessor=CountProcessor(ttl_seconds),
         outputStructType=CHANGES_SCHEMA,
         outputMode="Append",
@@ -40,7 +43,7 @@ class CountProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        group_key, _dead_letter_group = key
+        (group_key,) = key
         if group_key is None:
             yield from dead_letter_frames(rows)
             return

@@ -38,8 +38,8 @@ def test_counts_accumulate_across_batches_and_only_the_key_is_emitted():
     processor = CountProcessor()
     handle = FakeHandle()
     processor.init(handle)
-    first = pd.concat(processor.handleInputRows(("red", None), frames(2, 3), None))
-    second = pd.concat(processor.handleInputRows(("red", None), frames(4), None))
+    first = pd.concat(processor.handleInputRows(("red",), frames(2, 3), None))
+    second = pd.concat(processor.handleInputRows(("red",), frames(4), None))
     assert first[["kind", "key", "count"]].values.tolist() == [[KIND_COUNT, "red", 5]]
     assert second["count"].tolist() == [9]
     assert handle.ttls["count"] is None
@@ -54,9 +54,9 @@ def test_ttl_is_passed_in_milliseconds():
 def test_dead_letters_pass_through_untouched():
     processor = CountProcessor()
     processor.init(FakeHandle())
-    dead = pd.DataFrame({"group_key": [None], "dead_letter_group": [17], "dead_letter_key": ["events/2/17"],
+    dead = pd.DataFrame({"group_key": [None], "dead_letter_key": ["events/2/17"],
                          "dead_letter_value": ['{"reason": "not JSON: x"}']})
-    out = pd.concat(processor.handleInputRows((None, 17), iter([dead]), None))
+    out = pd.concat(processor.handleInputRows((None,), iter([dead]), None))
     row = out.iloc[0]
     assert (row["kind"], row["key"], row["dead_letter_value"]) == (
         KIND_DEAD_LETTER, "events/2/17", '{"reason": "not JSON: x"}')
