@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
 from .parsing import REASON
+from .plan_barriers import rows_where
 
 KIND_COUNT = "count"
 KIND_DEAD_LETTER = "dead_letter"
@@ -75,13 +76,9 @@ def _count_in_jvm(keyed: DataFrame, partitions: int) -> DataFrame:
     counts = shuffled.groupBy(*GROUPING).agg(F.count(every_row).alias("count")).select(
         F.lit(KIND_COUNT).alias("kind"), F.col(GROUP_KEY).alias("key"), "count",
         F.lit(None).cast("string").alias(DEAD_LETTER_VALUE))
-    dead_letters = shuffled.select(F.inline(_rows_where(
+    dead_letters = shuffled.select(F.inline(rows_where(
         F.col(GROUP_KEY).isNull(),
         F.lit(KIND_DEAD_LETTER).alias("kind"), F.col(DEAD_LETTER_KEY).alias("key"),
         F.lit(None).cast("bigint").alias("count"), F.col(DEAD_LETTER_VALUE).alias(DEAD_LETTER_VALUE))))
     return counts.unionByName(dead_letters)
 
-
-def _rows_where(condition: Column, *columns: Column) -> Column:
-    """A filter as a generator (one row or none per record), which Spark does not push down."""
-    return F.when(condition, F.array(F.struct(*columns)))

@@ -20,6 +20,7 @@ from .counting import Changes, count_changes
 from .kafka_client import java_client_options
 from .output_records import encode, for_batch
 from .parsing import REASON, EventSchema, parse_records
+from .plan_barriers import where_in_place
 from .session import spark_session as new_session
 from .sink import KafkaSink
 from .sink.settings import SinkSettings
@@ -65,8 +66,9 @@ def parse(records: DataFrame, config: JobConfig) -> DataFrame:
 
 
 def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
-    """Apply the filter to good events; dead letters always pass, to reach their topic."""
-    return events.where(F.col(REASON).isNotNull() | F.expr(config.filter))
+    """Apply the filter to good events; dead letters always pass, to reach their topic. In place:
+    pushed down, the filter would parse every record again (plan_barriers.py)."""
+    return where_in_place(events, F.col(REASON).isNotNull() | F.expr(config.filter))
 
 
 def count_by_key(events: DataFrame, config: JobConfig) -> Changes:
