@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-per-batch", type=int, default=50_000)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--rounds", type=int, default=3, help="each variant this many times, in turn")
+    parser.add_argument("--malformed-rate", type=float, default=0.0,
+                        help="share of malformed records (sample.malformed_values), e.g. 0.01")
     parser.add_argument("--out", default="stages.json")
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -103,10 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         topic = f"stages-{uuid.uuid4().hex[:8]}"
         create_topics(kafka.bootstrap_servers, {topic: args.partitions, f"{topic}-out": 2, f"{topic}-dead": 1})
         config = JobConfig()  # only times are measured: the expected counts are not needed
-        sample = make_events(args.events, 7, config.schema, config.key_field, keep_all, keys=list(COLORS))
+        sample = make_events(args.events, 7, config.schema, config.key_field, keep_all,
+                             malformed_rate=args.malformed_rate, keys=list(COLORS))
         produce(kafka.bootstrap_servers, topic, sample.values, partitions=args.partitions)
-        print(f"stages: {args.events} events over {args.partitions} partitions, at most {args.max_per_batch} "
-              f"per batch, {args.rounds} round(s)", flush=True)
+        print(f"stages: {args.events} events ({sample.malformed} malformed) over {args.partitions} partitions, "
+              f"at most {args.max_per_batch} per batch, {args.rounds} round(s)", flush=True)
         # Round after round, every variant in turn: the JVM warms up in the first round, and a
         # noisy moment hits one run of a variant, not all of them.
         for round_number in range(1, args.rounds + 1):
