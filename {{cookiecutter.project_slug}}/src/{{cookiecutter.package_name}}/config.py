@@ -33,6 +33,9 @@ class JobConfig:
     # Where a checkpoint on s3:// or s3a:// lives (object_store.S3_SETTINGS: endpoint, region,
     # access_key_id, secret_access_key, path_style_access), for Spark, the sink and start-up checks.
     s3: dict[str, str] = field(default_factory=dict)
+    # Spark settings for the job's session (spark.* names), e.g. spark.driver.maxResultSize or
+    # spark.executor.memory; under spark-submit its --conf values win for the SparkContext's.
+    spark: dict[str, str] = field(default_factory=dict)
     input_topic: str = "{{ cookiecutter.input_topic }}"
     output_topic: str = "{{ cookiecutter.output_topic }}"
     dead_letter_topic: str = "{{ cookiecutter.dead_letter_topic }}"
@@ -99,11 +102,22 @@ def _coerce(option: str, raw: Any, target: Any) -> Any:
             value = json.loads(raw) if isinstance(raw, str) else raw
             if not isinstance(value, dict):
                 raise ValueError
-            return {str(k): str(v) for k, v in value.items()}
+            return _flattened(value)
         return str(raw)
     except (TypeError, ValueError, json.JSONDecodeError):
         expected = {"dict[str, str]": "a table of name = value"}.get(target, f"a {target}")
         raise ConfigError(option, f"{raw!r} is not {expected}") from None
+
+
+def _flattened(table: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """A TOML table as dotted names: unquoted `driver.memory = "4g"` is a nested table in TOML."""
+    flat: dict[str, str] = {}
+    for name, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flattened(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = str(value)
+    return flat
 
 
 def load_config(
@@ -125,11 +139,11 @@ def load_config(
     for name in types:
         if (env_value := environ.get(ENV_PREFIX + name.upper())) is not None:
             values[name] = env_value
-    tables: dict[str, dict[str, str]] = {"kafka": {}, "s3": {}}
+    tables: dict[str, dict[str, str]] = {"kafka": {}, "s3": {}, "spark": {}}
     for name, raw in (overrides or {}).items():
         table, dot, key = name.partition(".")
         if dot and table in tables:  # --set kafka.security.protocol=SASL_SSL, --set s3.endpoint=...
-            tables[table][key] = raw
+            tables[table][name if table == "spark" else key] = raw  # --set spark.driver.memory=4g
         else:
             values[name] = raw
     unknown = sorted(set(values) - set(types))
@@ -169,6 +183,7 @@ def masked(config: JobConfig) -> dict[str, Any]:
     data = dataclasses.asdict(config)
     data["kafka"] = {name: "***" if is_secret(name) else value for name, value in config.kafka.items()}
     data["s3"] = {name: "***" if is_secret(name) else value for name, value in config.s3.items()}
+    data["spark"] = {name: "***" if is_secret(name) else value for name, value in config.spark.items()}
     return data
 
 
@@ -216,6 +231,11 @@ def validated(config: JobConfig) -> JobConfig:
     for name in config.s3:
         if name not in S3_SETTINGS:
             raise ConfigError(f"s3.{name}", f"unknown S3 setting; known: {', '.join(S3_SETTINGS)}")
+    for name in config.spark:
+        if not name.startswith("spark."):
+            raise ConfigError("spark", f"{name!r}: a Spark setting's name starts with 'spark.'")
+        if name in JOB_OWNED_SPARK_SETTINGS:
+            raise ConfigError("spark", f"{name!r}: {JOB_OWNED_SPARK_SETTINGS[name]}")
     try:  # the Java client's form of the settings (Spark's source) is built when the query is
         java_client_options(config.kafka)
     except ValueError as error:
@@ -230,6 +250,15 @@ JOB_OWNED_CLIENT_SETTINGS = {
     "isolation.level": "always read_committed; the guarantee depends on it",
     "enable.idempotence": "set by the sink; the guarantee depends on it",
     "group.id": "the job keeps its offsets in the checkpoint, not in a consumer group",
+}
+
+
+# Spark settings the job sets from its own options, or that the checkpoint depends on.
+JOB_OWNED_SPARK_SETTINGS = {
+    "spark.master": "set spark_master instead",
+    "spark.sql.shuffle.partitions": "set shuffle_partitions instead (fixed by the checkpoint)",
+    "spark.sql.streaming.stateStore.providerClass": "the job's state is RocksDB; the checkpoint depends on it",
+    "spark.ui.enabled": "the job decides (the UI is off in tests and benchmarks)",
 }
 
 

@@ -35,10 +35,11 @@ FETCH_MAX_WAIT_MS = 20
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
     if not object_store.on_s3(config.checkpoint_location):
-        return new_session(app_name, config.spark_master, config.shuffle_partitions)
+        return new_session(app_name, config.spark_master, config.shuffle_partitions, conf=config.spark)
     object_store.use_in_this_process(config.s3)
     return new_session(app_name, config.spark_master, config.shuffle_partitions,
-                       conf=object_store.spark_conf(config.s3), packages=(object_store.hadoop_aws_package(),))
+                       conf={**object_store.spark_conf(config.s3), **config.spark},
+                       packages=(object_store.hadoop_aws_package(),))
 
 
 def event_schema(config: JobConfig) -> EventSchema:

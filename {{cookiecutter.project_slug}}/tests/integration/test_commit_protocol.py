@@ -14,7 +14,8 @@ from confluent_kafka import Producer
 
 from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 from {{ cookiecutter.package_name }}.sink import coordinator, faults, producers
-from {{ cookiecutter.package_name }}.sink.coordinator import RECORDS_SCHEMA, ProducerFenced, RecordRejected, publish
+from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, InlineRecords
+from {{ cookiecutter.package_name }}.sink.coordinator import ProducerFenced, RecordRejected, publish
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_markers
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
@@ -31,14 +32,14 @@ def settings_for(kafka, tmp_path, new_topic, sink_id: str) -> SinkSettings:
     )
 
 
-def batch_records(topic: str, batch_id: int, rows: int) -> pa.Table:
+def batch_records(topic: str, batch_id: int, rows: int) -> InlineRecords:
     """`rows` count records of batch N, as the sink hands them to the coordinator."""
     keys = [f"k{i}" for i in range(rows)]
-    return pa.Table.from_pydict({
+    return InlineRecords.of(pa.Table.from_pydict({
         "topic": [topic] * rows,
         "key": [k.encode() for k in keys],
         "value": [json.dumps({"key": k, "count": 1, "batch_id": batch_id}).encode() for k in keys],
-    }, schema=RECORDS_SCHEMA)
+    }, schema=RECORDS_SCHEMA), 1)
 
 
 def batch_ids_visible(kafka, topic: str) -> list[int]:
@@ -205,7 +206,7 @@ def test_a_record_the_client_refuses_aborts_the_transaction_and_says_why(kafka, 
     table = pa.Table.from_pydict({"topic": [output, output], "key": [b"small", b"huge"],
                                   "value": [b"{}", b"x" * 2_000_000]}, schema=RECORDS_SCHEMA)
     with pytest.raises(RecordRejected, match=r"key b'huge', 2000004 bytes.*message.max.bytes"):
-        publish(settings, shard, table, 0)
+        publish(settings, shard, InlineRecords.of(table, 1), 0)
     # The transaction was aborted, not left open: the same producer publishes the next batch.
     publish(settings, shard, batch_records(output, 1, 10), 1)
     assert batch_ids_visible(kafka, output) == [1] * 10

@@ -77,6 +77,34 @@ def test_the_same_crash_duplicates_with_the_at_least_once_sink(job):
     assert not verdict.exactly_once
 
 
+@pytest.mark.parametrize("shards", ["1", "2"])
+def test_a_batch_past_the_drivers_result_limit_is_staged_and_published_once_through_a_crash(job, shards):
+    """A flood of 50 KB dead letters makes batch 0 larger than spark.driver.maxResultSize (1m
+    here): collecting it on the driver fails, so the executors stage it as Parquet under the
+    checkpoint (a directory per commit shard) and phase 2 streams it from there. The job is
+    killed after staging, before the Kafka transaction; the re-run stages the batch again,
+    publishes it once, and removes it."""
+    flood = [b"not json " + bytes([65 + i % 26]) * 50_000 + str(i).encode() for i in range(60)]
+    produce(job.bootstrap_servers, job.input_topic, flood, partitions=4)
+    sample = produce_sample(job, count=2000, seed=21, partitions=4)
+    options = {"max_offsets_per_trigger": "1000", "commit_shards": shards,
+               "spark": json.dumps({"spark.driver.maxResultSize": "1m"})}
+    staged = job.checkpoint / "sinks" / job.sink_id / "staging" / "0"
+
+    crashed = job.run(fault=faults.BATCH_COMPUTED, fault_batch=0, **options)
+    assert crashed.returncode == -signal.SIGKILL, f"the fault did not kill the job:\n{crashed.stdout[-3000:]}"
+    assert list(staged.glob("**/*.parquet")), f"batch 0 was not staged:\n{crashed.stdout[-3000:]}"
+    assert job.published().dead_letters == []
+
+    recovered = job.run(**options)
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    assert not staged.exists(), "the published batch's staged files were not removed"
+    counts, malformed = merged(sample)
+    verdict = job.verify(counts, malformed + flood)
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+
+
 @pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
 def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job, guarantee):
     """State at scale: 100,000 distinct keys, each twice, in batches of 60,000 records; the job

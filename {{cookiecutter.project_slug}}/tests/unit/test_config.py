@@ -38,6 +38,8 @@ def test_later_sources_win(tmp_path):
         ({"kafka.isolation.level": "read_uncommitted"}, "kafka.isolation.level", "always read_committed"),
         ({"kafka.sasl.mechanism": "GSSAPI", "kafka.sasl.username": "u"}, "kafka.sasl.mechanism", "sasl.jaas.config"),
         ({"kafka.sasl.password": "${NO_SUCH_VARIABLE_X}"}, "kafka.sasl.password", "NO_SUCH_VARIABLE_X, which is not"),
+        ({"spark.sql.shuffle.partitions": "8"}, "spark", "set shuffle_partitions instead"),
+        ({"spark": '{"driver.memory": "4g"}'}, "spark", "starts with 'spark.'"),
         ({"filter": "  "}, "filter", "must not be empty"),
         ({"no_such_option": "1"}, "no_such_option", "unknown option"),
     ],
@@ -72,6 +74,15 @@ def test_client_settings_take_secrets_from_the_environment_and_never_print_them(
     assert config.kafka == {"security.protocol": "SASL_PLAINTEXT", "sasl.password": "s3cr3t", "sasl.username": "alice"}
     shown = json.dumps(masked(config))
     assert "s3cr3t" not in shown and '"sasl.password": "***"' in shown and "SASL_PLAINTEXT" in shown
+
+
+def test_spark_settings_from_the_file_and_the_command_line(tmp_path):
+    """Full Spark names; TOML's unquoted dotted keys (nested tables) read the same as quoted ones."""
+    job_file = tmp_path / "job.toml"
+    job_file.write_text('[spark]\n"spark.executor.memory" = "2g"\nspark.driver.maxResultSize = "512m"\n')
+    config = load_config(job_file, {"spark.sql.streaming.metricsEnabled": "true"}, environ={})
+    assert config.spark == {"spark.executor.memory": "2g", "spark.driver.maxResultSize": "512m",
+                            "spark.sql.streaming.metricsEnabled": "true"}
 
 
 def test_starting_offsets_in_sparks_form():

@@ -14,9 +14,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from {{ cookiecutter.package_name }}.sink import coordinator, producers
+from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
 from {{ cookiecutter.package_name }}.sink.coordinator import (
-    RECORDS_SCHEMA,
-    SHARD,
     CommitFailed,
     ProducerFenced,
     RecordRejected,

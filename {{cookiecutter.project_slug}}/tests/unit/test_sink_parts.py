@@ -91,7 +91,7 @@ def test_a_count_published_from_the_wrong_ranges_is_caught():
 def test_a_records_commit_shard_depends_on_its_topic_and_key_only(spark):
     """A re-run of a batch must put every record in the shard it had: the shard is a hash of
     topic and key, whatever the partitioning and order the re-run computes them in."""
-    from {{ cookiecutter.package_name }}.sink.coordinator import SHARD, split_by_shard
+    from {{ cookiecutter.package_name }}.sink.batch_records import SHARD, split_by_shard
     from {{ cookiecutter.package_name }}.sink.kafka_sink import with_shard
 
     rows = [("counts", f"k{i}".encode(), b"{}") for i in range(200)]

@@ -25,23 +25,17 @@ from __future__ import annotations
 import time
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..checkpoint import batch_offsets
 from . import faults, producers
+from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
 from .marker import marker_key, marker_value
 from .producers import CommitShard
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
-# The records' schema: what the sink is given and produces as it is.
-RECORDS_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
-# With several commit shards, each record's shard (kafka_sink.with_shard); without, shard 0.
-SHARD = "commit_shard"
-
 LOG_ENTRIES_KEPT = 100
-PRODUCE_CHUNK_ROWS = 65_536
 # A transaction the broker aborted for a transient reason is tried again in place this often.
 ABORTED_TRANSACTION_RETRIES = 2
 
@@ -58,12 +52,14 @@ class RecordRejected(CommitFailed):
     """The client refused a record (too large for the producer's limit): a re-run cannot help."""
 
 
-def commit_batch(settings: SinkSettings, records: pa.Table, batch_id: int) -> LogEntry | None:
+def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch_id: int) -> LogEntry | None:
+    """`records`: the batch inline or staged (batch_records.py); an Arrow table is taken inline."""
     faults.maybe_crash(faults.BATCH_COMPUTED, batch_id)
-    if records.num_rows == 0:
+    if isinstance(records, pa.Table):
+        records = InlineRecords.of(records, settings.shards)
+    if total_rows(records) == 0:
         return None  # an empty batch (e.g. a no-data batch that only advanced state): nothing to publish
     log = SinkLog(settings.checkpoint, settings.sink_id)
-    parts = split_by_shard(records, settings.shards)
     try:
         shards = producers.shards_for(settings)
 
@@ -76,9 +72,9 @@ def commit_batch(settings: SinkSettings, records: pa.Table, batch_id: int) -> Lo
             batch_id=batch_id,
             status=PREPARED,
             transactional_ids=[shard.transactional_id for shard in shards],
-            records_per_shard=[part.num_rows for part in parts],
+            records_per_shard=records.rows_per_shard,
             source_offsets={"sources": batch_offsets(settings.checkpoint, batch_id)},
-            records=records.num_rows,
+            records=total_rows(records),
             prepared_at=time.time(),
         )
         if pending:
@@ -87,7 +83,7 @@ def commit_batch(settings: SinkSettings, records: pa.Table, batch_id: int) -> Lo
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
             # Steps 3 and 4, per shard.
             for shard in pending:
-                publish(settings, shard, parts[shard.shard], batch_id)
+                publish(settings, shard, records, batch_id)
         # Step 5.
         entry.status = COMMITTED
         entry.committed_at = time.time()
@@ -98,24 +94,12 @@ def commit_batch(settings: SinkSettings, records: pa.Table, batch_id: int) -> Lo
         raise
     # Step 6.
     log.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
+    if not isinstance(records, InlineRecords):
+        forget_staged(settings.checkpoint, settings.sink_id, batch_id)
     return entry
 
 
-def split_by_shard(records: pa.Table, shards: int) -> list[pa.Table]:
-    """Each shard's records, in the records' schema."""
-    if shards == 1 or SHARD not in records.column_names:
-        if shards != 1:
-            raise ValueError(f"{shards} commit shards, but the records carry no {SHARD!r} column")
-        return [_as_records(records)]
-    shard_of = records.column(SHARD)
-    return [_as_records(records.filter(pc.equal(shard_of, shard))) for shard in range(shards)]
-
-
-def _as_records(table: pa.Table) -> pa.Table:
-    return table.select(RECORDS_SCHEMA.names).cast(RECORDS_SCHEMA)
-
-
-def publish(settings: SinkSettings, shard: CommitShard, records: pa.Table, batch_id: int) -> None:
+def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int) -> None:
     """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
     transaction that Kafka aborted for a transient reason is tried again in place."""
     for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
@@ -139,7 +123,7 @@ def publish(settings: SinkSettings, shard: CommitShard, records: pa.Table, batch
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
 
 
-def _transaction(settings: SinkSettings, shard: CommitShard, records: pa.Table, batch_id: int) -> None:
+def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int) -> None:
     producer = shard.producer
     deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
     producer.begin_transaction()
@@ -147,12 +131,12 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: pa.Table, 
     headers = [("batch_id", str(batch_id).encode())]
     try:
         # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
-        for chunk in records.to_batches(max_chunksize=PRODUCE_CHUNK_ROWS):
+        for chunk in records.chunks(shard.shard):
             topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
             for topic, key, value in zip(topics, keys, values, strict=True):
                 _produce(producer, topic, key, value, headers)
         _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
-                 marker_value(settings.sink_id, shard.shard, batch_id, records.num_rows), headers)
+                 marker_value(settings.sink_id, shard.shard, batch_id, records.rows_per_shard[shard.shard]), headers)
     except RecordRejected:
         producer.abort_transaction(settings.commit_timeout_seconds)
         raise

@@ -2,9 +2,10 @@
 records (`topic STRING, key BINARY, value BINARY`); `delivery.guarantee` chooses the protocol.
 
 - exactly-once: phase 1 is the batch's one execution: Spark computes its records and hands them
-  to the driver as Arrow (`toArrow`, JVM to driver, no Python worker); phase 2 publishes them in
-  one Kafka transaction per shard (coordinator.py). Spark writes the batch's `commits/N` only
-  after this returns.
+  to the driver as Arrow (`toArrow`, JVM to driver, no Python worker), or, for a batch larger
+  than spark.driver.maxResultSize, stages them as Parquet under the checkpoint
+  (batch_records.py); phase 2 publishes them in one Kafka transaction per shard
+  (coordinator.py). Spark writes the batch's `commits/N` only after this returns.
 - at-least-once: each task produces straight to Kafka; a batch that Spark re-runs after a
   crash is published again (what Spark's built-in Kafka sink does).
 
@@ -21,15 +22,20 @@ data sources, and Update mode is what Spark's own aggregation needs to emit only
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import faults
 from .at_least_once import produce_task
-from .coordinator import SHARD, commit_batch
+from .batch_records import SHARD, BatchRecords, InlineRecords, StagedRecords, result_too_large, staging_location
+from .coordinator import commit_batch
 from .settings import SinkSettings
+
+log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE = "at-least-once"
 
@@ -54,11 +60,27 @@ class KafkaSink:
             for point in faults.POINTS[:-1]:
                 faults.maybe_crash(point, batch_id)
         else:
-            # Phase 1: the batch's one execution, its records on the driver.
-            batch = with_shard(records, self.settings.shards).toArrow()
+            # Phase 1: the batch's one execution, its records on the driver (or staged).
+            batch = compute(with_shard(records, self.settings.shards), self.settings, batch_id)
             # Phase 2, on the driver, once every task of the batch succeeded.
             commit_batch(self.settings, batch, batch_id)
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
+
+
+def compute(records: DataFrame, settings: SinkSettings, batch_id: int) -> BatchRecords:
+    """The batch's records, inline; past spark.driver.maxResultSize, staged by the executors."""
+    try:
+        return InlineRecords.of(records.toArrow(), settings.shards)
+    except Py4JJavaError as error:
+        if not result_too_large(error):
+            raise
+    location = staging_location(settings.checkpoint, settings.sink_id, batch_id)
+    log.warning("batch %d: its records exceed spark.driver.maxResultSize; the executors stage them at %s",
+                batch_id, location)
+    writer = records.write.mode("overwrite")  # a crashed run's files for this batch are replaced
+    # The checkpoint's own URI: Spark reaches it as it reaches the checkpoint (s3:// too, via S3A).
+    (writer.partitionBy(SHARD) if settings.shards > 1 else writer).parquet(location)
+    return StagedRecords.read(location, settings.shards)
 
 
 def with_shard(records: DataFrame, shards: int) -> DataFrame:

@@ -39,7 +39,7 @@ def _timed(module: Any, name: str, spent: dict[str, float]):
 def _rows(count: int, batch_id: int, topic: str, shards: int):
     import pyarrow as pa
 
-    from ...sink.coordinator import RECORDS_SCHEMA, SHARD
+    from ...sink.batch_records import RECORDS_SCHEMA, SHARD
 
     keys = [f"k{i:07d}" for i in range(count)]
     table = pa.Table.from_pydict({

@@ -1,0 +1,131 @@
+"""What phase 1 hands phase 2: a batch's Kafka records, per commit shard, in chunks.
+
+Two forms, so that a batch of any size fits the driver:
+- inline (the common case): Spark hands the records to the driver as Arrow (`toArrow`); the
+  driver holds the batch, at most `spark.driver.maxResultSize` (Spark's default 1g);
+- staged: a batch past that size (say a flood of 64 KiB dead letters) fails to collect; the
+  executors then write it as Parquet under the checkpoint (`sinks/<sink>/staging/<N>`), and
+  phase 2 streams it from there, one chunk at a time. Spark computes the batch again for that
+  from the same shuffle and state version (a second action on the batch, as Spark's
+  foreachBatch documentation allows), so the records are the same.
+
+Either way the driver holds one chunk of Python objects at a time while it produces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+from ..storage import exists, filesystem
+from .sink_log import sink_dir
+
+# The records' schema: what the sink is given and produces as it is.
+RECORDS_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
+# With several commit shards, each record's shard (kafka_sink.with_shard); without, shard 0.
+SHARD = "commit_shard"
+PRODUCE_CHUNK_ROWS = 65_536
+# Spark's message when a job's results exceed spark.driver.maxResultSize (TaskSetManager).
+RESULT_TOO_LARGE = "is bigger than spark.driver.maxResultSize"
+
+
+@dataclass(frozen=True)
+class InlineRecords:
+    """The batch on the driver, split by shard."""
+
+    parts: list[pa.Table]
+
+    @classmethod
+    def of(cls, table: pa.Table, shards: int) -> InlineRecords:
+        return cls(split_by_shard(table, shards))
+
+    @property
+    def rows_per_shard(self) -> list[int]:
+        return [part.num_rows for part in self.parts]
+
+    def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
+        yield from self.parts[shard].to_batches(max_chunksize=PRODUCE_CHUNK_ROWS)
+
+
+@dataclass(frozen=True)
+class StagedRecords:
+    """The batch as Parquet files that the executors wrote, one directory per shard."""
+
+    fs: pafs.FileSystem
+    files: list[list[str]]  # per shard
+    rows_per_shard: list[int]
+
+    @classmethod
+    def read(cls, location: str, shards: int) -> StagedRecords:
+        fs, directory = filesystem(location)
+        files = [_parquet_files(fs, directory if shards == 1 else f"{directory}/{SHARD}={shard}")
+                 for shard in range(shards)]
+        rows = [sum(pq.ParquetFile(fs.open_input_file(path)).metadata.num_rows for path in paths) for paths in files]
+        return cls(fs, files, rows)
+
+    def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
+        for path in self.files[shard]:
+            with self.fs.open_input_file(path) as source:
+                for chunk in pq.ParquetFile(source).iter_batches(PRODUCE_CHUNK_ROWS, columns=RECORDS_SCHEMA.names):
+                    yield chunk.cast(RECORDS_SCHEMA)
+
+
+BatchRecords = InlineRecords | StagedRecords
+
+
+def total_rows(records: BatchRecords) -> int:
+    return sum(records.rows_per_shard)
+
+
+def split_by_shard(records: pa.Table, shards: int) -> list[pa.Table]:
+    """Each shard's records, in the records' schema."""
+    if shards == 1 or SHARD not in records.column_names:
+        if shards != 1:
+            raise ValueError(f"{shards} commit shards, but the records carry no {SHARD!r} column")
+        return [_as_records(records)]
+    shard_of = records.column(SHARD)
+    return [_as_records(records.filter(pc.equal(shard_of, shard))) for shard in range(shards)]
+
+
+def _as_records(table: pa.Table) -> pa.Table:
+    return table.select(RECORDS_SCHEMA.names).cast(RECORDS_SCHEMA)
+
+
+def staging_location(checkpoint: str, sink_id: str, batch_id: int) -> str:
+    return f"{staging_root(checkpoint, sink_id)}/{batch_id}"
+
+
+def staging_root(checkpoint: str, sink_id: str) -> str:
+    return f"{checkpoint.rstrip('/')}/{sink_dir(sink_id)}/staging"
+
+
+def forget_staged(checkpoint: str, sink_id: str, up_to: int) -> None:
+    """Delete the staged batches up to `up_to` (published, or re-staged by a re-run)."""
+    fs, root = filesystem(staging_root(checkpoint, sink_id))
+    if not exists(fs, root):
+        return
+    for info in fs.get_file_info(pafs.FileSelector(root)):
+        if info.type == pafs.FileType.Directory and info.base_name.isdigit() and int(info.base_name) <= up_to:
+            fs.delete_dir(info.path)
+
+
+def result_too_large(error: BaseException) -> bool:
+    """Whether a Spark action failed because its results exceed spark.driver.maxResultSize."""
+    java = getattr(error, "java_exception", None)
+    while java is not None:
+        if RESULT_TOO_LARGE in str(java.getMessage()):
+            return True
+        java = java.getCause()
+    return RESULT_TOO_LARGE in str(error)
+
+
+def _parquet_files(fs: pafs.FileSystem, directory: str) -> list[str]:
+    if not exists(fs, directory):
+        return []  # a shard without records in this batch
+    infos = fs.get_file_info(pafs.FileSelector(directory))
+    return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet"))
