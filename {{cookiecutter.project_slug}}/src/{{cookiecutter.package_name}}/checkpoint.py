@@ -40,6 +40,29 @@ def input_offsets(location: str, batch_id: int, topic: str) -> dict[str, int]:
     return {}
 
 
+def initial_offsets(location: str, topic: str) -> dict[str, int]:
+    """Where the checkpoint's first batch starts in `topic`: the offsets Spark's Kafka source
+    resolved `startingOffsets` to (`sources/0/0`: a zero byte, a version line, the JSON)."""
+    fs, base = filesystem(location)
+    path = f"{base}/sources/0/0"
+    if not exists(fs, path):
+        return {}
+    text = read_bytes(fs, path).decode().lstrip("\x00")
+    offsets = json.loads(text.split("\n", 1)[1]).get(topic, {})
+    return {str(partition): int(offset) for partition, offset in offsets.items()}
+
+
+def batch_range(location: str, batch_id: int, topic: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Batch N's input in `topic`: from where batch N-1 ended (or the initial offsets) to where N
+    ends, per partition. A partition absent from the start is new: it starts at its earliest."""
+    end = input_offsets(location, batch_id, topic)
+    start = initial_offsets(location, topic) if batch_id == 0 else input_offsets(location, batch_id - 1, topic)
+    if not end or (batch_id > 0 and not start):
+        raise RuntimeError(f"checkpoint {location}: no offsets of batch {batch_id} (or of the one before it) "
+                           f"for {topic!r}")
+    return start, end
+
+
 def batch_ends(location: str, topic: str) -> dict[int, dict[int, int]]:
     """Where each batch Spark committed ends in `topic`: {batch: {partition: end offset}}."""
     return {batch: {int(p): end for p, end in input_offsets(location, batch, topic).items()}

@@ -1,7 +1,7 @@
 """The streaming query, read top to bottom like the pipeline:
 
     Kafka source → parse → filter → count by key (state) → Kafka sink (2PC)
-                      └─ malformed records ───────────────→ dead-letter topic
+                      └─ malformed records: counted per partition, read back ─→ dead-letter topic
 
 The source, the parse, the count (Spark's streaming aggregation) and the encoding of the output
 records run in the JVM; Python runs the commit protocol on the driver (sink/).
@@ -17,6 +17,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from . import object_store
 from .config import JobConfig
 from .counting import Changes, count_changes
+from .dead_letter_reads import dead_letter_reader
 from .kafka_client import java_client_options
 from .output_records import encode, for_batch
 from .parsing import REASON, EventSchema, parse_records
@@ -73,7 +74,7 @@ def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
 
 
 def count_by_key(events: DataFrame, config: JobConfig) -> Changes:
-    return count_changes(events, config.key_field, config.shuffle_partitions, config.state_ttl_seconds)
+    return count_changes(events, config.key_field, config.state_ttl_seconds)
 
 
 def sink_settings(config: JobConfig) -> SinkSettings:
@@ -90,7 +91,8 @@ def sink_settings(config: JobConfig) -> SinkSettings:
 
 
 def write_changes(changes: Changes, config: JobConfig) -> DataStreamWriter:
-    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, for_batch)
+    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config))
+    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, for_batch, read_back)
     return (
         encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)
         .outputMode(changes.output_mode)

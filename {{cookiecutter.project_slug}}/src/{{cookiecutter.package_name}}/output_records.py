@@ -1,7 +1,9 @@
 """The job's output as Kafka records, built in the JVM as part of the streaming query: a count
 becomes `{"key": ..., "count": ...}` on the output topic, keyed by its key; a dead letter keeps
 its JSON value (dead_letters.py) and goes to the dead-letter topic, keyed by its source
-coordinates. Once the batch is known, `for_batch` makes the value's last field `"batch_id": N`
+coordinates; "partition P had dead letters" becomes a *reference*, a record without a topic
+whose key is P, which the sink turns into the dead letters themselves by reading them back
+(dead_letter_reads.py). Once the batch is known, `for_batch` makes the value's last field `"batch_id": N`
 with one SQL expression, so a batch costs one small plan on the driver, not an encoding. The
 sink only produces bytes."""
 
@@ -10,26 +12,26 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .counting import KIND_COUNT
+from .counting import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
 from .dead_letters import DEAD_LETTER_VALUE
 
 
 def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> DataFrame:
     """Changes (counting.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value a
-    JSON object without the batch id. The dead letters' own count row (counting.py) keeps its
-    null key here (filtering it in the streaming plan would push the filter under the shared
-    shuffle); `for_batch` drops it."""
+    JSON object without the batch id; a reference has a null topic and value."""
     is_count = F.col("kind") == KIND_COUNT
+    is_reference = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION
     count_value = F.to_json(F.struct(F.col("key"), F.col("count")))
     return changes.select(
-        F.when(is_count, F.lit(output_topic)).otherwise(F.lit(dead_letter_topic)).alias("topic"),
+        F.when(is_count, F.lit(output_topic)).when(~is_reference, F.lit(dead_letter_topic)).alias("topic"),
         F.col("key").cast("binary").alias("key"),
         F.when(is_count, count_value).otherwise(F.col(DEAD_LETTER_VALUE)).cast("binary").alias("value"),
     )
 
 
 def for_batch(records: DataFrame, batch_id: int) -> DataFrame:
-    """Batch N's final records: `"batch_id": N` as the value's last field."""
+    """Batch N's final records: `"batch_id": N` as the value's last field (references keep their
+    null value). A row without a key (the TTL operator's dead-letter group) is dropped."""
     closing = f',"batch_id":{int(batch_id)}}}'.encode().hex()
     return records.where("key IS NOT NULL").selectExpr(
         "topic", "key", f"concat(substring(value, 1, length(value) - 1), X'{closing}') AS value")

@@ -1,6 +1,7 @@
 """The at-least-once writer: each sink task produces its records straight to Kafka with an
 idempotent (not transactional) producer. A batch that Spark re-runs after a crash is published
-again, as with Spark's built-in Kafka sink."""
+again, as with Spark's built-in Kafka sink. A task returns the references among its records
+(no topic: batch_records.py), for the sink to read back and produce in turn."""
 
 from __future__ import annotations
 
@@ -11,20 +12,25 @@ import pyarrow as pa
 from ..kafka_client import librdkafka_config
 from .settings import PARTITIONER, SinkSettings
 
-# A task's function for mapInArrow: its rows in, one summary row out.
+# A task's function for mapInArrow: its records in, its references out.
 TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+TASK_OUTPUT = "reference BINARY"
 
 
 def produce_task(settings: SinkSettings) -> TaskFunction:
     bootstrap_servers, client = settings.bootstrap_servers, settings.client
 
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield pa.RecordBatch.from_pydict({"rows": [produce_now(bootstrap_servers, client, batches)]})
+        references: list[bytes] = []
+        produce_now(bootstrap_servers, client, batches, references)
+        yield pa.RecordBatch.from_pydict({"reference": references}, schema=pa.schema([("reference", pa.binary())]))
 
     return produce_partition
 
 
-def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch]) -> int:
+def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch],
+                references: list[bytes] | None = None) -> int:
+    """Produce every record with a topic; the others' keys go to `references`."""
     from confluent_kafka import Producer
 
     producer = Producer(librdkafka_config(bootstrap_servers, client, {
@@ -39,13 +45,17 @@ def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iter
     rows = 0
     for batch in batches:
         for topic, key, value in zip(*(batch.column(c).to_pylist() for c in ("topic", "key", "value")), strict=True):
+            if topic is None:
+                if references is not None:
+                    references.append(key)
+                continue
+            rows += 1
             while True:
                 try:
                     producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
                     break
                 except BufferError:
                     producer.poll(0.05)
-        rows += batch.num_rows
     remaining = producer.flush(120)
     if remaining or errors:
         raise RuntimeError(f"at-least-once sink: {remaining} records undelivered, errors: {errors[:3]}")

@@ -1,21 +1,24 @@
 """What phase 1 hands phase 2: a batch's Kafka records, per commit shard, in chunks.
 
-Two forms, so that a batch of any size fits the driver:
-- inline (the common case): Spark hands the records to the driver as Arrow (`toArrow`); the
-  driver holds the batch, at most `spark.driver.maxResultSize` (Spark's default 1g);
-- staged: a batch past that size (say a flood of 64 KiB dead letters) fails to collect; the
-  executors then write it as Parquet under the checkpoint (`sinks/<sink>/staging/<N>`), and
-  phase 2 streams it from there, one chunk at a time. Spark computes the batch again for that
-  from the same shuffle and state version (a second action on the batch, as Spark's
-  foreachBatch documentation allows), so the records are the same.
+A batch comes in parts (the query's output, then the records its references name), each in one
+of two forms, so that a batch of any size fits the driver:
+- inline (the common case): Spark hands the part to the driver as Arrow (`toArrow`); the
+  driver holds it, at most `spark.driver.maxResultSize` (Spark's default 1g);
+- staged: a part past that size (say a flood of 64 KiB dead letters) fails to collect; the
+  executors then write it as Parquet under the checkpoint (`sinks/<sink>/staging/<N>/<part>`),
+  and phase 2 streams it from there, one chunk at a time. Spark computes the part again for
+  that (the output from the same shuffle and state version: a second action on the batch, as
+  Spark's foreachBatch documentation allows), so the records are the same.
 
 Either way the driver holds one chunk of Python objects at a time while it produces.
-"""
+
+Records without a topic are *references*: not published, but handed to the job, which turns them
+into more records of the same batch (its dead letters, read back; dead_letter_reads.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,10 +42,16 @@ class InlineRecords:
     """The batch on the driver, split by shard."""
 
     parts: list[pa.Table]
+    references: list[bytes] = field(default_factory=list)
+    staged = False
 
     @classmethod
     def of(cls, table: pa.Table, shards: int) -> InlineRecords:
-        return cls(split_by_shard(table, shards))
+        topic = table.column("topic")
+        if topic.null_count == 0:
+            return cls(split_by_shard(table, shards))
+        references = table.filter(pc.is_null(topic)).column("key").to_pylist()
+        return cls(split_by_shard(table.filter(pc.is_valid(topic)), shards), references)
 
     @property
     def rows_per_shard(self) -> list[int]:
@@ -59,23 +68,51 @@ class StagedRecords:
     fs: pafs.FileSystem
     files: list[list[str]]  # per shard
     rows_per_shard: list[int]
+    references: list[bytes]
+    staged = True
 
     @classmethod
     def read(cls, location: str, shards: int) -> StagedRecords:
         fs, directory = filesystem(location)
         files = [_parquet_files(fs, directory if shards == 1 else f"{directory}/{SHARD}={shard}")
                  for shard in range(shards)]
-        rows = [sum(pq.ParquetFile(fs.open_input_file(path)).metadata.num_rows for path in paths) for paths in files]
-        return cls(fs, files, rows)
+        rows = [0] * shards
+        references: list[bytes] = []
+        for shard, paths in enumerate(files):  # one pass over the topic and key columns
+            for path in paths:
+                for chunk in _batches(fs, path, ["topic", "key"]):
+                    unpublished = pc.is_null(chunk.column("topic"))
+                    references += chunk.filter(unpublished).column("key").to_pylist()
+                    rows[shard] += chunk.num_rows - pc.sum(unpublished.cast(pa.int64())).as_py()
+        return cls(fs, files, rows, references)
 
     def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
         for path in self.files[shard]:
-            with self.fs.open_input_file(path) as source:
-                for chunk in pq.ParquetFile(source).iter_batches(PRODUCE_CHUNK_ROWS, columns=RECORDS_SCHEMA.names):
-                    yield chunk.cast(RECORDS_SCHEMA)
+            for chunk in _batches(self.fs, path, RECORDS_SCHEMA.names):
+                yield chunk.filter(pc.is_valid(chunk.column("topic"))).cast(RECORDS_SCHEMA)
 
 
-BatchRecords = InlineRecords | StagedRecords
+@dataclass(frozen=True)
+class CombinedRecords:
+    """A batch's records from several parts: its output, then the records its references named."""
+
+    parts: list[InlineRecords | StagedRecords]
+    references: list[bytes] = field(default_factory=list)
+
+    @property
+    def rows_per_shard(self) -> list[int]:
+        return [sum(rows) for rows in zip(*(part.rows_per_shard for part in self.parts), strict=True)]
+
+    @property
+    def staged(self) -> bool:
+        return any(part.staged for part in self.parts)
+
+    def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
+        for part in self.parts:
+            yield from part.chunks(shard)
+
+
+BatchRecords = InlineRecords | StagedRecords | CombinedRecords
 
 
 def total_rows(records: BatchRecords) -> int:
@@ -96,8 +133,8 @@ def _as_records(table: pa.Table) -> pa.Table:
     return table.select(RECORDS_SCHEMA.names).cast(RECORDS_SCHEMA)
 
 
-def staging_location(checkpoint: str, sink_id: str, batch_id: int) -> str:
-    return f"{staging_root(checkpoint, sink_id)}/{batch_id}"
+def staging_location(checkpoint: str, sink_id: str, batch_id: int, part: str) -> str:
+    return f"{staging_root(checkpoint, sink_id)}/{batch_id}/{part}"
 
 
 def staging_root(checkpoint: str, sink_id: str) -> str:
@@ -122,6 +159,11 @@ def result_too_large(error: BaseException) -> bool:
             return True
         java = java.getCause()
     return RESULT_TOO_LARGE in str(error)
+
+
+def _batches(fs: pafs.FileSystem, path: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    with fs.open_input_file(path) as source:
+        yield from pq.ParquetFile(source).iter_batches(PRODUCE_CHUNK_ROWS, columns=columns)
 
 
 def _parquet_files(fs: pafs.FileSystem, directory: str) -> list[str]:

@@ -94,7 +94,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
         raise
     # Step 6.
     log.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
-    if not isinstance(records, InlineRecords):
+    if records.staged:
         forget_staged(settings.checkpoint, settings.sink_id, batch_id)
     return entry
 

@@ -26,12 +26,20 @@ import logging
 from collections.abc import Callable
 
 from py4j.protocol import Py4JJavaError
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import faults
-from .at_least_once import produce_task
-from .batch_records import SHARD, BatchRecords, InlineRecords, StagedRecords, result_too_large, staging_location
+from .at_least_once import TASK_OUTPUT, produce_task
+from .batch_records import (
+    SHARD,
+    BatchRecords,
+    CombinedRecords,
+    InlineRecords,
+    StagedRecords,
+    result_too_large,
+    staging_location,
+)
 from .coordinator import commit_batch
 from .settings import SinkSettings
 
@@ -41,40 +49,57 @@ AT_LEAST_ONCE = "at-least-once"
 
 # Builds a batch's Kafka records from the query's output, given the batch id.
 Encoder = Callable[[DataFrame, int], DataFrame]
+# Turns a batch's references (records without a topic) into its records: (session, keys, batch id).
+ReadBack = Callable[[SparkSession, list[bytes], int], DataFrame]
 
 
 class KafkaSink:
     """A `foreachBatch` function. Everything is derived from the settings and the batch id,
     so a batch that Spark runs again after a crash publishes the same records."""
 
-    def __init__(self, settings: SinkSettings, guarantee: str, encode: Encoder) -> None:
+    def __init__(self, settings: SinkSettings, guarantee: str, encode: Encoder, read_back: ReadBack | None = None
+                 ) -> None:
         self.settings = settings
         self.guarantee = guarantee
         self.encode = encode
+        self.read_back = read_back
 
     def __call__(self, output: DataFrame, batch_id: int) -> None:
         records = self.encode(output, batch_id)
         if self.guarantee == AT_LEAST_ONCE:
-            records.mapInArrow(produce_task(self.settings), "rows BIGINT").collect()
+            references = [row[0] for row in records.mapInArrow(produce_task(self.settings), TASK_OUTPUT).collect()]
+            if references:
+                more = self._read_back(output.sparkSession, references, batch_id)
+                more.mapInArrow(produce_task(self.settings), TASK_OUTPUT).collect()
             # Records are already visible; a crash here makes Spark re-run (and re-publish) the batch.
             for point in faults.POINTS[:-1]:
                 faults.maybe_crash(point, batch_id)
         else:
-            # Phase 1: the batch's one execution, its records on the driver (or staged).
-            batch = compute(with_shard(records, self.settings.shards), self.settings, batch_id)
+            # Phase 1: the batch's one execution, its records on the driver (or staged), then
+            # the records its references name.
+            batch = compute(with_shard(records, self.settings.shards), self.settings, batch_id, "output")
+            if batch.references:
+                more = self._read_back(output.sparkSession, batch.references, batch_id)
+                batch = CombinedRecords([batch, compute(with_shard(more, self.settings.shards), self.settings,
+                                                        batch_id, "read-back")])
             # Phase 2, on the driver, once every task of the batch succeeded.
             commit_batch(self.settings, batch, batch_id)
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
 
+    def _read_back(self, spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
+        if self.read_back is None:
+            raise RuntimeError(f"batch {batch_id}: {len(references)} records without a topic, and no read-back")
+        return self.read_back(spark, references, batch_id)
 
-def compute(records: DataFrame, settings: SinkSettings, batch_id: int) -> BatchRecords:
+
+def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str) -> BatchRecords:
     """The batch's records, inline; past spark.driver.maxResultSize, staged by the executors."""
     try:
         return InlineRecords.of(records.toArrow(), settings.shards)
     except Py4JJavaError as error:
         if not result_too_large(error):
             raise
-    location = staging_location(settings.checkpoint, settings.sink_id, batch_id)
+    location = staging_location(settings.checkpoint, settings.sink_id, batch_id, part)
     log.warning("batch %d: its records exceed spark.driver.maxResultSize; the executors stage them at %s",
                 batch_id, location)
     writer = records.write.mode("overwrite")  # a crashed run's files for this batch are replaced

@@ -6,7 +6,7 @@ median of the others, and the summary the median of that over the rounds after t
     python -m <package>.devtools.bench.stages --events 400000 --max-per-batch 50000 [--rounds 3] [--out stages.json]
 
 Variants: parse (source + JVM parse + filter, noop sink), count (+ the count: Spark's
-aggregation and the dead letters, noop sink), full (+ the exactly-once sink: the job as it
+aggregation, dead letters counted per input partition, noop sink), full (+ the exactly-once sink: the job as it
 runs), spark_kafka_job (the job's query with Spark's own Kafka sink, at-least-once: the
 benchmark's contender of that name), spark_kafka (the benchmark's minimal built-in contender on
 the same source: `from_json` of the key, `groupBy().count()`, Spark's own Kafka sink). Uses
