@@ -17,6 +17,13 @@ def committed_batches(location: str) -> list[int]:
     return _batch_ids(location, "commits")
 
 
+def commit_time(location: str, batch_id: int) -> float | None:
+    """When Spark wrote `commits/N` (epoch seconds): the batch's end, as the storage recorded it."""
+    fs, base = filesystem(location)
+    info = fs.get_file_info(f"{base}/commits/{batch_id}")
+    return None if info.mtime is None else info.mtime.timestamp()
+
+
 def planned_batches(location: str) -> list[int]:
     return _batch_ids(location, "offsets")
 

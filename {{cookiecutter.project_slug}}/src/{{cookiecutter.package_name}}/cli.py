@@ -48,10 +48,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .status import print_status
+    import json
 
-    print_status(_config(args))
-    return 0
+    from .status import print_status, problems, report
+
+    status = report(_config(args))
+    found = problems(status, args.max_batch_age, args.max_lag) if args.check else []
+    if args.json:
+        print(json.dumps({**status, "healthy": not found, "problems": found} if args.check else status, indent=1))
+    else:
+        print_status(status)
+        for problem in found:
+            print(f"unhealthy: {problem}")
+    return 1 if found else 0
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
@@ -133,7 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", _run, "start or resume the job from its checkpoint; SIGTERM stops it between batches")
     run.add_argument("--until-idle", type=int, metavar="N",
                      help="stop after N idle triggers in a row once input was processed (demos, tests)")
-    command("status", _status, "last committed batches, their offsets, sink log and lag")
+    status = command("status", _status, "last committed batches, their offsets, sink log and lag")
+    status.add_argument("--json", action="store_true", help="print it as one JSON object")
+    status.add_argument("--check", action="store_true",
+                        help="exit 1 when the job is stuck or falling behind (with the limits below)")
+    status.add_argument("--max-batch-age", type=float, metavar="S",
+                        help="stuck: input waits and no batch was committed for S seconds")
+    status.add_argument("--max-lag", type=int, metavar="N", help="falling behind: more than N input records wait")
     topics = command("topics", _topics, "create the job's input, output and dead-letter topics if missing")
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--partitions", type=int, default=4)

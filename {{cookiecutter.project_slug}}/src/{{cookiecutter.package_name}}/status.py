@@ -1,6 +1,11 @@
-"""`status`: the last committed batches with their offsets, the sink log and the input lag."""
+"""`status`: the last committed batches with their offsets, the sink log and the input lag; as
+text, as JSON (`--json`), or as a health check for an orchestrator (`--check`: exit 1 when the
+job is stuck or falling behind)."""
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -25,23 +30,70 @@ def input_lag(config: JobConfig, committed: dict[str, int]) -> dict[str, int]:
         consumer.close()
 
 
-def print_status(config: JobConfig, batches: int = 5) -> None:
+def report(config: JobConfig, batches: int = 5, now: float | None = None) -> dict[str, Any]:
+    """What `status` shows, as data. The lag is None (with `lag_error`) when Kafka cannot be asked."""
     location = resolve_location(config.checkpoint_location)
     committed = checkpoint.committed_batches(location)
-    print(f"checkpoint {location}: {len(committed)} committed batches retained, last {committed[-1:] or 'none'}")
-    last_offsets: dict[str, int] = {}
-    for batch_id in committed[-batches:]:
-        last_offsets = checkpoint.input_offsets(location, batch_id, config.input_topic)
-        print(f"  batch {batch_id}: source end offsets {last_offsets}")
+    last = committed[-1] if committed else None
+    recent = [{"batch": batch_id, "end_offsets": checkpoint.input_offsets(location, batch_id, config.input_topic)}
+              for batch_id in committed[-batches:]]
+    written = checkpoint.commit_time(location, last) if last is not None else None
+    result: dict[str, Any] = {
+        "checkpoint": location,
+        "committed_batches_retained": len(committed),
+        "last_committed_batch": last,
+        "last_committed_at": written,
+        "last_batch_age_seconds": None if written is None else round((now or time.time()) - written, 1),
+        "batches": recent,
+        "sink": {"id": config.sink_id, "guarantee": config.delivery_guarantee, "log": []},
+    }
     if config.exactly_once:
-        print(f"sink {config.sink_id!r} ({config.delivery_guarantee}) log:")
-        for entry in SinkLog(location, config.sink_id).latest(batches):
-            print(f"  batch {entry.batch_id}: {entry.status}, {entry.records} records, "
-                  f"transactional ids {entry.transactional_ids}")
-    else:  # its tasks produce straight to Kafka: Spark's commit log above is the only record
-        print(f"sink {config.sink_id!r} ({config.delivery_guarantee}): no sink log")
+        result["sink"]["log"] = [{"batch": e.batch_id, "status": e.status, "records": e.records,
+                                  "transactional_ids": e.transactional_ids}
+                                 for e in SinkLog(location, config.sink_id).latest(batches)]
     try:
-        lag = input_lag(config, last_offsets)
-        print(f"input lag per partition of {config.input_topic}: {lag} (total {sum(lag.values())})")
-    except Exception as error:  # noqa: BLE001 - status still prints what the checkpoint holds
-        print(f"input lag: unavailable ({error})")
+        lag = input_lag(config, recent[-1]["end_offsets"] if recent else {})
+        result.update(lag=lag, lag_total=sum(lag.values()))
+    except Exception as error:  # noqa: BLE001 - status still reports what the checkpoint holds
+        result.update(lag=None, lag_total=None, lag_error=str(error))
+    return result
+
+
+def problems(status: dict[str, Any], max_batch_age: float | None, max_lag: int | None) -> list[str]:
+    """Why the job is unhealthy, empty when it is not. Stuck: input is waiting and no batch was
+    committed for `max_batch_age` seconds (an idle job with no input commits no batch, and is
+    healthy). Falling behind: more than `max_lag` records wait. No lag figure is a problem."""
+    found = []
+    lag = status.get("lag_total")
+    if lag is None:
+        found.append(f"input lag unknown: {status.get('lag_error', 'Kafka did not answer')}")
+    if max_lag is not None and lag is not None and lag > max_lag:
+        found.append(f"falling behind: {lag} records wait (limit {max_lag})")
+    age = status.get("last_batch_age_seconds")
+    if max_batch_age is not None and (lag is None or lag > 0):
+        if age is None:
+            found.append("stuck: input waits and no batch was ever committed")
+        elif age > max_batch_age:
+            found.append(f"stuck: input waits and the last batch was committed {age:.0f}s ago "
+                         f"(limit {max_batch_age:g}s)")
+    return found
+
+
+def print_status(status: dict[str, Any]) -> None:
+    print(f"checkpoint {status['checkpoint']}: {status['committed_batches_retained']} committed batches retained, "
+          f"last {[status['last_committed_batch']] if status['last_committed_batch'] is not None else 'none'}"
+          + (f", {status['last_batch_age_seconds']}s ago" if status["last_batch_age_seconds"] is not None else ""))
+    for batch in status["batches"]:
+        print(f"  batch {batch['batch']}: source end offsets {batch['end_offsets']}")
+    sink = status["sink"]
+    if sink["guarantee"] == "exactly-once":
+        print(f"sink {sink['id']!r} ({sink['guarantee']}) log:")
+        for entry in sink["log"]:
+            print(f"  batch {entry['batch']}: {entry['status']}, {entry['records']} records, "
+                  f"transactional ids {entry['transactional_ids']}")
+    else:  # its tasks produce straight to Kafka: Spark's commit log above is the only record
+        print(f"sink {sink['id']!r} ({sink['guarantee']}): no sink log")
+    if status["lag"] is None:
+        print(f"input lag: unavailable ({status['lag_error']})")
+    else:
+        print(f"input lag per partition: {status['lag']} (total {status['lag_total']})")

@@ -50,6 +50,10 @@ def test_counts_over_several_partitions_are_exact(job):
     else:
         assert "(at-least-once): no sink log" in status.stdout
     assert "input lag per partition" in status.stdout and "(total 0)" in status.stdout
+    health = run_cli(job, command="status", flags=("--json", "--check", "--max-batch-age", "60", "--max-lag", "0"))
+    report = json.loads(health.stdout)
+    assert health.returncode == 0 and report["healthy"], health.stdout + health.stderr
+    assert report["last_committed_batch"] >= max(batches) and report["lag_total"] == 0
 
 
 def test_a_state_ttl_counts_through_the_python_operator(job):
@@ -92,8 +96,9 @@ def test_restart_strategy_restarts_then_gives_up(job):
     assert "InjectedFault: fault injection: batch_computed in batch 0" in result.stdout
 
 
-def run_cli(job, *settings: str, command: str = "run", timeout: float = 120) -> subprocess.CompletedProcess:
-    arguments = [sys.executable, "-m", "{{ cookiecutter.package_name }}", command]
+def run_cli(job, *settings: str, command: str = "run", flags: tuple[str, ...] = (), timeout: float = 120
+            ) -> subprocess.CompletedProcess:
+    arguments = [sys.executable, "-m", "{{ cookiecutter.package_name }}", command, *flags]
     for name, value in {**job.settings(), **dict(s.split("=", 1) for s in settings)}.items():
         arguments += ["--set", f"{name}={value}"]
     return subprocess.run(arguments, cwd=job.workdir, capture_output=True, text=True, timeout=timeout)
