@@ -9,7 +9,8 @@ expressions, which gives the same dead letters on every run of the batch. They j
 batch's records before phase 2: same Kafka transaction as the counts.
 
 A batch without dead letters reads nothing again; one with dead letters in P reads P's range
-twice (measured in the README).
+twice. Measured (`bench.stages --malformed-rate 0.01`: dead letters in every partition of every
+batch): about 1,050 ms per 50,000-record batch against 530 ms for clean input.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pyspark.sql import functions as F
 from . import checkpoint
 from .config import JobConfig
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
-from .kafka_client import java_client_options
+from .kafka_client import FETCH_MAX_WAIT_MS, java_client_options
 from .output_records import for_batch
 from .parsing import REASON, EventSchema, parse_records
 from .plan_barriers import where_in_place
@@ -48,6 +49,7 @@ def dead_letter_reader(config: JobConfig, schema: EventSchema):
             .option("startingOffsets", json.dumps({topic: {str(p): start.get(str(p), EARLIEST) for p in partitions}}))
             .option("endingOffsets", json.dumps({topic: {str(p): end[str(p)] for p in partitions}}))
             .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
+            .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka_client.py)
             .load()
         )
         return dead_letters(records, schema, config.dead_letter_topic, batch_id)

@@ -18,7 +18,7 @@ from . import object_store
 from .config import JobConfig
 from .counting import Changes, count_changes
 from .dead_letter_reads import dead_letter_reader
-from .kafka_client import java_client_options
+from .kafka_client import FETCH_MAX_WAIT_MS, java_client_options
 from .output_records import encode, for_batch
 from .parsing import REASON, EventSchema, parse_records
 from .plan_barriers import where_in_place
@@ -26,12 +26,6 @@ from .session import spark_session as new_session
 from .sink import KafkaSink
 from .sink.settings import SinkSettings
 from .storage import resolve_location
-
-# A source task whose range ends at a transaction marker (every batch that catches up with a
-# transactional producer) waits this long for records that never come: the Java client's 500 ms
-# default cost 2 s per batch with 8 partitions on 2 cores (measured). Tasks read known ranges, so
-# a short wait costs nothing else.
-FETCH_MAX_WAIT_MS = 20
 
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from ...job import FETCH_MAX_WAIT_MS
+    from ...kafka_client import FETCH_MAX_WAIT_MS
     from ...session import spark_session
 
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions)
