@@ -57,7 +57,7 @@ UNIT_TEST_CELLS = {
     "custom-names": CUSTOM,
 }
 WORKFLOW = ".github/workflows/ci.yml"
-DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/k8s/spark-application.yaml",
+DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/k8s/spark-application.yaml", "deploy/k8s/alerts.yaml",
                 "tests/cluster/conftest.py", "tests/cluster/test_cluster.py"}  # the cluster tests submit through deploy/
 
 
@@ -82,6 +82,8 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         text = (project / name).read_text(errors="replace")
         if name == WORKFLOW:  # copied without rendering: only GitHub's own ${{ ... }} expressions
             text = re.sub(r"\$\{\{[^}]*\}\}", "", text)
+        if name == "deploy/k8s/alerts.yaml":  # Prometheus's own {{ $labels.x }} / {{ $value }} templates
+            text = re.sub(r"\{\{ \$[^}]*\}\}", "", text)
         if "{{" in text or "{%" in text or "cookiecutter." in text:
             leftovers.append(name)
     assert not leftovers, f"template markers left in {leftovers}"
@@ -113,6 +115,17 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         packages = manifest["spec"]["deps"]["packages"]
         assert packages[0].startswith("org.apache.spark:spark-sql-kafka-0-10_2.13:")
         assert any(p.startswith("org.apache.hadoop:hadoop-aws:") for p in packages) == s3
+        driver = manifest["spec"]["driver"]
+        probe = driver["template"]["spec"]["containers"][0]["livenessProbe"]["exec"]["command"]
+        package = next((project / "src").glob("*/metrics.py")).parent
+        assert probe[1:5] == ["-m", package.name, "status", "--check"]
+        metrics_code = (package / "metrics.py").read_text()
+        assert driver["ports"][0]["containerPort"] == 9464
+        assert "metrics_port: int = 9464" in (package / "config.py").read_text()
+        rules = yaml.safe_load((project / "deploy/k8s/alerts.yaml").read_text())["spec"]["groups"][0]["rules"]
+        for rule in rules:  # every series an alert reads is one the job exports
+            for name in re.findall(r"\beos_\w+", rule["expr"]):
+                assert f'"{name.removesuffix("_total")}"' in metrics_code, (rule["alert"], name)
 
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=project,
                           capture_output=True, text=True, check=False)

@@ -65,6 +65,8 @@ class JobUnderTest:
             "checkpoint_location": self.checkpoint_location,
             "trigger_interval_seconds": "0.5",
             "shuffle_partitions": "2",
+            "ui_port": "0",  # tests and benchmarks keep the UI and the metrics endpoint off
+            "metrics_port": "0",
             "restart_delay_seconds": "1",
             **self.options,
         }

@@ -31,12 +31,15 @@ def _config(args: argparse.Namespace) -> JobConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from . import metrics
     from .job import spark_session
     from .preflight import check_before_spark
     from .runner import StopRequested, run
 
     config = _config(args)
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
+    if config.metrics_port:
+        metrics.serve(config.metrics_port, config.metrics_host)
     stop = StopRequested()
     stop.install()
     spark = spark_session(config)

@@ -63,6 +63,12 @@ class JobConfig:
     shuffle_partitions: int = 4
     spark_master: str = "local[2]"
 
+    # The Spark UI (its Structured Streaming tab, and Spark's metrics at /metrics/prometheus); 0 = off.
+    ui_port: int = 4040
+    # The sink's metrics in Prometheus format (metrics.py) at http://<metrics_host>:<metrics_port>/metrics; 0 = off.
+    metrics_port: int = 9464
+    metrics_host: str = "0.0.0.0"
+
     restart_strategy: str = "fixed-delay"
     restart_attempts: int = 3
     restart_delay_seconds: float = 5.0
@@ -218,6 +224,11 @@ def validated(config: JobConfig) -> JobConfig:
                    "marker_min_insync_replicas"):
         if getattr(config, option) < 0:
             raise ConfigError(option, f"must not be negative, got {getattr(config, option)}")
+    for option in ("ui_port", "metrics_port"):
+        if not 0 <= getattr(config, option) <= 65535:
+            raise ConfigError(option, f"must be a TCP port (1-65535), or 0 for off; got {getattr(config, option)}")
+    if config.ui_port and config.ui_port == config.metrics_port:
+        raise ConfigError("metrics_port", f"the Spark UI already uses port {config.ui_port} (ui_port)")
     if not config.bootstrap_servers.strip():
         raise ConfigError("bootstrap_servers", "must not be empty")
     if not config.checkpoint_location.strip():
@@ -258,7 +269,8 @@ JOB_OWNED_SPARK_SETTINGS = {
     "spark.master": "set spark_master instead",
     "spark.sql.shuffle.partitions": "set shuffle_partitions instead (fixed by the checkpoint)",
     "spark.sql.streaming.stateStore.providerClass": "the job's state is RocksDB; the checkpoint depends on it",
-    "spark.ui.enabled": "the job decides (the UI is off in tests and benchmarks)",
+    "spark.ui.enabled": "set ui_port instead (0 = off)",
+    "spark.ui.port": "set ui_port instead",
 }
 
 

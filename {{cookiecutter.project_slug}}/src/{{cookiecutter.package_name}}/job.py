@@ -30,9 +30,9 @@ from .storage import resolve_location
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
     if not object_store.on_s3(config.checkpoint_location):
-        return new_session(app_name, config.spark_master, config.shuffle_partitions, conf=config.spark)
+        return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, config.spark)
     object_store.use_in_this_process(config.s3)
-    return new_session(app_name, config.spark_master, config.shuffle_partitions,
+    return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port,
                        conf={**object_store.spark_conf(config.s3), **config.spark},
                        packages=(object_store.hadoop_aws_package(),))
 

@@ -3,6 +3,7 @@ strategy says, and stop cleanly at a batch boundary on SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
@@ -14,7 +15,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from . import preflight
+from . import metrics, preflight
 from .config import JobConfig
 from .errors import ConfigError, Fenced, GaveUp
 from .job import build_query
@@ -83,24 +84,24 @@ def stop_at_batch_boundary(query: StreamingQuery, timeout: float = 120.0) -> Non
 
 
 def describe_progress(progress: dict) -> str:
-    source = (progress.get("sources") or [{}])[0]
-    lag = _lag(source.get("latestOffset"), source.get("endOffset"))
+    lag = lag_per_partition(progress)
     return (
         f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0)} records in "
         f"{progress.get('durationMs', {}).get('triggerExecution', 0)} ms, "
-        f"{progress.get('processedRowsPerSecond') or 0:.0f} records/s, lag {lag}"
+        f"{progress.get('processedRowsPerSecond') or 0:.0f} records/s, lag {'?' if lag is None else sum(lag.values())}"
     )
 
 
-def _lag(latest: object, end: object) -> int | str:
-    import json
-
+def lag_per_partition(progress: dict) -> dict[tuple[str, str], int] | None:
+    """Records each input partition had beyond the batch's end (Spark's latestOffset − endOffset)."""
+    source = (progress.get("sources") or [{}])[0]
+    latest, end = source.get("latestOffset"), source.get("endOffset")
     try:
         latest_offsets = _partitions(json.loads(latest) if isinstance(latest, str) else latest)
         end_offsets = _partitions(json.loads(end) if isinstance(end, str) else end)
-        return sum(max(0, offset - end_offsets.get(p, 0)) for p, offset in latest_offsets.items())
+        return {p: max(0, offset - end_offsets.get(p, 0)) for p, offset in latest_offsets.items()}
     except (TypeError, ValueError, AttributeError):
-        return "?"
+        return None
 
 
 def _partitions(offsets: dict) -> dict[tuple[str, str], int]:
@@ -120,7 +121,7 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
                  config.checkpoint_location)
         try:
-            if _supervise(query, stop, until_idle_batches):
+            if _supervise(query, config.sink_id, stop, until_idle_batches):
                 return
         except StreamingQueryException as error:
             if is_fenced(error):
@@ -171,11 +172,12 @@ def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
         raise GaveUp(f"giving up: {gave_up}; last failure: {summary}") from error
 
 
-def _supervise(query: StreamingQuery, stop: StopRequested, until_idle_batches: int | None) -> bool:
+def _supervise(query: StreamingQuery, sink_id: str, stop: StopRequested, until_idle_batches: int | None) -> bool:
     """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
     last_seen = None
     idle = 0
     seen_input = False
+    trigger_since: float | None = None  # when the trigger that is running now started
     while True:
         if stop.event.is_set():
             log.info("stop requested: stopping at the next batch boundary")
@@ -185,9 +187,14 @@ def _supervise(query: StreamingQuery, stop: StopRequested, until_idle_batches: i
             if (failure := query.exception()) is not None:
                 raise failure
             return True
+        now = time.monotonic()
+        trigger_since = (trigger_since or now) if query.status.get("isTriggerActive") else None
+        metrics.TRIGGER_RUNNING.labels(sink_id).set(now - trigger_since if trigger_since else 0)
         progress = query.lastProgress
         if progress and progress["timestamp"] != last_seen:  # idle triggers report too, same batch id
             last_seen = progress["timestamp"]
+            if (lag := lag_per_partition(progress)) is not None:
+                metrics.record_progress(sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
             if progress.get("numInputRows", 0) > 0:
                 log.info(describe_progress(progress))
             if progress.get("numInputRows", 0) > 0:

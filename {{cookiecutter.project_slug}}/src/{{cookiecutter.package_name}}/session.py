@@ -34,13 +34,14 @@ def installed_spark_version() -> str:
     return importlib.metadata.version("pyspark")
 
 
-def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool = False,
+def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: int = 0,
                   conf: dict[str, str] | None = None, packages: tuple[str, ...] = ()) -> SparkSession:
-    """`conf` and `packages` add to the job's own (e.g. S3A for a checkpoint on S3)."""
+    """`conf` and `packages` add to the job's own (e.g. S3A for a checkpoint on S3); `ui_port` 0
+    keeps the UI and Spark's metrics endpoint off."""
     # Python workers must run the interpreter that has this package (in local mode, this one).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    for name, value in (conf or {}).items():
+    for name, value in {**ui_conf(app_name, ui_port), **(conf or {})}.items():
         builder = builder.config(name, value)
     if not launched_by_spark_submit():
         log4j = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
@@ -57,7 +58,6 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool 
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
         # Report idle triggers every second, so the runner sees promptly when the input is drained.
         .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
@@ -70,3 +70,21 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui: bool 
     )
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def ui_conf(app_name: str, port: int) -> dict[str, str]:
+    """The Spark UI on `port` (0: off), with the streaming queries' metrics in Spark's metrics
+    system and its Prometheus servlet at /metrics/prometheus (the executors' at
+    /metrics/executors/prometheus). The namespace is the app name, not the app id, so that the
+    series keep their names across restarts."""
+    if port == 0:
+        return {"spark.ui.enabled": "false"}
+    return {
+        "spark.ui.enabled": "true",
+        "spark.ui.port": str(port),
+        "spark.ui.prometheus.enabled": "true",
+        "spark.sql.streaming.metricsEnabled": "true",
+        "spark.metrics.namespace": app_name,
+        "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+        "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    }

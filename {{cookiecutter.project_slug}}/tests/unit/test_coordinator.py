@@ -6,6 +6,7 @@ tests/integration/."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from {{ cookiecutter.package_name }} import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator, producers
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
 from {{ cookiecutter.package_name }}.sink.coordinator import (
@@ -216,3 +218,34 @@ def test_log_entries_older_than_the_kept_ones_are_deleted(settings, pool, monkey
     for batch_id in range(4):
         commit_batch(settings, batch(), batch_id)
     assert SinkLog(settings.checkpoint, settings.sink_id).batch_ids() == [2, 3]
+
+
+def metric(name: str, **labels: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_the_metrics_count_what_was_committed_and_nothing_else(settings, pool):
+    settings = replace(settings, sink_id="metrics-unit")
+    pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(KafkaError._TIMED_OUT, retriable=True),
+                                                    kafka_error(abort=True)])
+    mixed = pa.table({"topic": ["out", "out", "dead"], "key": [b"a", b"b", b"c"], "value": [b"{}"] * 3},
+                     schema=RECORDS_SCHEMA)
+    commit_batch(settings, mixed, 5)  # a time-out retried, then an abort tried again: 2 retries
+    commit_batch(settings, batch(rows=2), 6)
+    commit_batch(settings, batch(rows=2), 6)  # found committed: counts as nothing
+    sink = {"sink_id": "metrics-unit"}
+    assert metric("eos_sink_records_published_total", **sink, topic="out") == 4
+    assert metric("eos_sink_records_published_total", **sink, topic="dead") == 1
+    assert metric("eos_sink_batch_records", **sink, topic="out") == 2
+    assert metric("eos_sink_batch_records", **sink, topic="dead") == 0  # none in the last batch
+    assert metric("eos_sink_last_committed_batch", **sink, shard="0") == 6
+    assert metric("eos_sink_commit_retries_total", **sink) == 2
+    assert metric("eos_sink_phase2_seconds_count", **sink) == 2
+    assert metric("eos_sink_commit_failures_total", **sink) == 0
+    assert 0 <= time.time() - metric("eos_sink_last_commit_timestamp_seconds", **sink) < 60
+
+    pool.shards[0] = FakeShard(settings, 0, begin=[kafka_error(KafkaError._FENCED, fatal=True)])
+    with pytest.raises(ProducerFenced):
+        commit_batch(settings, batch(), 7)
+    assert metric("eos_sink_commit_failures_total", **sink) == 1 and metric("eos_sink_fenced_total", **sink) == 1
+    assert metric("eos_sink_records_published_total", **sink, topic="out") == 4

@@ -52,3 +52,12 @@ def test_arrow_batches_to_the_sink_are_bounded_by_bytes(spark):
     from {{ cookiecutter.package_name }}.session import ARROW_MAX_BYTES_PER_BATCH
 
     assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(ARROW_MAX_BYTES_PER_BATCH)
+
+
+def test_the_ui_brings_sparks_prometheus_endpoint_and_port_zero_keeps_both_off():
+    on = session.ui_conf("color-job", 4050)
+    assert on["spark.ui.enabled"] == "true" and on["spark.ui.port"] == "4050"
+    assert on["spark.sql.streaming.metricsEnabled"] == "true"
+    assert on["spark.metrics.conf.*.sink.prometheusServlet.path"] == "/metrics/prometheus"
+    assert on["spark.metrics.namespace"] == "color-job"  # stable series names, not the app id
+    assert session.ui_conf("color-job", 0) == {"spark.ui.enabled": "false"}

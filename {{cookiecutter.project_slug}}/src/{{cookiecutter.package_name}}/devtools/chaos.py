@@ -396,6 +396,8 @@ class Chaos:
             "max_offsets_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
                                            else self.profile.max_offsets_per_trigger),
             "shuffle_partitions": "2",
+            "ui_port": "0",  # tests and benchmarks keep the UI and the metrics endpoint off
+            "metrics_port": "0",
             "restart_strategy": "fixed-delay",
             "restart_attempts": "1000",
             "restart_delay_seconds": "1",

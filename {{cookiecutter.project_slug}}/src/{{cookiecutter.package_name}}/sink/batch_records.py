@@ -69,6 +69,7 @@ class StagedRecords:
     files: list[list[str]]  # per shard
     rows_per_shard: list[int]
     references: list[bytes]
+    size_bytes: int  # of its files
     staged = True
 
     @classmethod
@@ -84,7 +85,8 @@ class StagedRecords:
                     unpublished = pc.is_null(chunk.column("topic"))
                     references += chunk.filter(unpublished).column("key").to_pylist()
                     rows[shard] += chunk.num_rows - pc.sum(unpublished.cast(pa.int64())).as_py()
-        return cls(fs, files, rows, references)
+        size = sum(info.size or 0 for info in fs.get_file_info([path for paths in files for path in paths]))
+        return cls(fs, files, rows, references, size)
 
     def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
         for path in self.files[shard]:

@@ -23,10 +23,13 @@ whose marker already has N (a crash between two shards' commits) publishes nothi
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from .. import metrics
 from ..checkpoint import batch_offsets
 from . import faults, producers
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
@@ -60,6 +63,8 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
     if total_rows(records) == 0:
         return None  # an empty batch (e.g. a no-data batch that only advanced state): nothing to publish
     log = SinkLog(settings.checkpoint, settings.sink_id)
+    started = time.monotonic()
+    published: Counter[str] = Counter()
     try:
         shards = producers.shards_for(settings)
 
@@ -83,15 +88,19 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
             # Steps 3 and 4, per shard.
             for shard in pending:
-                publish(settings, shard, records, batch_id)
+                published += publish(settings, shard, records, batch_id)
         # Step 5.
         entry.status = COMMITTED
         entry.committed_at = time.time()
         log.write(entry)
         faults.maybe_crash(faults.AFTER_LOG_COMMITTED, batch_id)
-    except Exception:
+    except Exception as error:
         producers.reset(settings)  # its producers' state is unknown now
+        metrics.COMMIT_FAILURES.labels(settings.sink_id).inc()
+        if isinstance(error, ProducerFenced):
+            metrics.FENCED.labels(settings.sink_id).inc()
         raise
+    metrics.record_batch(settings.sink_id, published, time.monotonic() - started)
     # Step 6.
     log.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
     if records.staged:
@@ -99,12 +108,13 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
     return entry
 
 
-def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int) -> None:
+def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int) -> Counter[str]:
     """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
-    transaction that Kafka aborted for a transient reason is tried again in place."""
+    transaction that Kafka aborted for a transient reason is tried again in place. Returns the
+    records published per topic."""
     for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
         try:
-            _transaction(settings, shard, records, batch_id)
+            published = _transaction(settings, shard, records, batch_id)
             break
         except KafkaException as error:
             kafka_error = error.args[0]
@@ -119,12 +129,17 @@ def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, b
             if attempt == ABORTED_TRANSACTION_RETRIES:
                 raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: aborted {attempt + 1} times, last: "
                                    f"{kafka_error.str()}") from error
+            metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
     shard.published = batch_id
+    metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
+    return published
 
 
-def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int) -> None:
+def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int
+                 ) -> Counter[str]:
     producer = shard.producer
+    published: Counter[str] = Counter()
     deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
     producer.begin_transaction()
     # Step 3. The records (counts and dead letters), then the marker.
@@ -132,6 +147,8 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecor
     try:
         # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
         for chunk in records.chunks(shard.shard):
+            for count in pc.value_counts(chunk.column("topic")).to_pylist():
+                published[count["values"]] += count["counts"]
             topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
             for topic, key, value in zip(topics, keys, values, strict=True):
                 _produce(producer, topic, key, value, headers)
@@ -143,7 +160,8 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecor
     producer.flush(settings.commit_timeout_seconds)  # on the broker, still invisible to read_committed
     faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
     # Step 4.
-    _commit(producer, max(1.0, deadline - time.monotonic()))
+    _commit(settings, producer, max(1.0, deadline - time.monotonic()))
+    return published
 
 
 def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
@@ -167,7 +185,7 @@ def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | N
 _TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
 
 
-def _commit(producer: Producer, budget: float) -> None:
+def _commit(settings: SinkSettings, producer: Producer, budget: float) -> None:
     """Commit; a commit that timed out is retried (Kafka documents it as retriable), within the
     budget that the transaction time-out leaves."""
     deadline = time.monotonic() + budget
@@ -177,5 +195,7 @@ def _commit(producer: Producer, budget: float) -> None:
             return
         except KafkaException as error:
             if error.args[0].retriable() and time.monotonic() < deadline:
+                metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
                 continue
             raise
+

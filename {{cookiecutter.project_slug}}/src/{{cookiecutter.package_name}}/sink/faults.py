@@ -3,8 +3,9 @@
 Enabled only through the environment, never through the job's configuration:
   {{ cookiecutter.package_name | upper }}_FAULT_POINT  one of POINTS
   {{ cookiecutter.package_name | upper }}_FAULT_BATCH  fire at the first batch with id >= this (default 0)
-  {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default) or raise: raise fails the batch with an
-                                  exception instead, to exercise the runner's restart strategy
+  {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default), raise or hang: raise fails the batch with an
+                                  exception instead, to exercise the runner's restart strategy;
+                                  hang sleeps there for an hour, a stuck sink for health checks
 Every point is on the driver. A fault kills the driver's process group (the driver's Python
 process and its JVM): a real crash of the driver, with no clean-up, exactly like a lost machine.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import uuid
 
 POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
@@ -50,14 +52,21 @@ def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> Non
         return
     if point == WRITING_SPARK_COMMIT and checkpoint is not None:
         _leave_partial_commit(checkpoint, batch_id)
-    if os.environ.get(MODE_VARIABLE, "kill") == "raise":
+    mode = os.environ.get(MODE_VARIABLE, "kill")
+    if mode == "raise":
         raise InjectedFault(f"fault injection: {point} in batch {batch_id}")
-    message = f"fault injection: SIGKILL at {point} in batch {batch_id}"
+    _record(f"fault injection: {'hang' if mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}")
+    if mode == "hang":
+        time.sleep(3600)
+        return
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def _record(message: str) -> None:
     print(message, file=sys.stderr, flush=True)  # Spark may swallow a worker's stderr: hence the log file
     if log_path := os.environ.get(LOG_VARIABLE):
         with open(log_path, "a") as log:
             log.write(message + "\n")
-    os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
 def _leave_partial_commit(checkpoint: str, batch_id: int) -> None:

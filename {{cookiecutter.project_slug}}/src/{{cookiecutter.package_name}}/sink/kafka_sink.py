@@ -29,6 +29,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from .. import metrics
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
 from .batch_records import (
@@ -105,7 +106,9 @@ def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str
     writer = records.write.mode("overwrite")  # a crashed run's files for this batch are replaced
     # The checkpoint's own URI: Spark reaches it as it reaches the checkpoint (s3:// too, via S3A).
     (writer.partitionBy(SHARD) if settings.shards > 1 else writer).parquet(location)
-    return StagedRecords.read(location, settings.shards)
+    staged = StagedRecords.read(location, settings.shards)
+    metrics.STAGED_BYTES.labels(settings.sink_id).inc(staged.size_bytes)
+    return staged
 
 
 def with_shard(records: DataFrame, shards: int) -> DataFrame:

@@ -97,7 +97,8 @@ class Run:
                 "transactional_id_prefix": "bench",
                 "delivery_guarantee": "exactly-once" if self.name == "eos" else "at-least-once",
                 "checkpoint_location": str(self.checkpoint), "trigger_interval_seconds": str(p.trigger_seconds),
-                "shuffle_partitions": str(p.shuffle_partitions), "max_offsets_per_trigger": str(p.max_per_batch),
+                "shuffle_partitions": str(p.shuffle_partitions), "ui_port": "0", "metrics_port": "0",
+                "max_offsets_per_trigger": str(p.max_per_batch),
                 "filter": self.keys.filter_expression(self.key_field), "commit_shards": str(p.commit_shards),
                 "restart_delay_seconds": "1",
             }

@@ -37,6 +37,7 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
         "bootstrap_servers": bootstrap, "input_topic": topic, "output_topic": f"{topic}-out",
         "dead_letter_topic": f"{topic}-dead", "marker_topic": f"{topic}-markers", "sink_id": f"stages-{suffix}",
         "checkpoint_location": str(workdir / f"checkpoint-{variant}-{suffix}"), "shuffle_partitions": "2",
+        "ui_port": "0", "metrics_port": "0",
         "max_offsets_per_trigger": str(max_per_batch),
     }, environ={})
     spark = job.spark_session(config, app_name=f"stages-{variant}")

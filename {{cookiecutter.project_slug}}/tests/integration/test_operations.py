@@ -1,0 +1,167 @@
+"""Operating the job: while it runs, the Spark UI lists its query, Spark's Prometheus endpoint
+has the query's metrics, and the sink's Prometheus endpoint counts what a read_committed
+consumer sees on the output and dead-letter topics; `status --check` turns red within two
+triggers of a stuck sink."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from harness import CONFIG, merged, produce_sample
+
+from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.devtools.processes import free_port, start_job
+from {{ cookiecutter.package_name }}.devtools.readback import read_topic
+from {{ cookiecutter.package_name }}.devtools.verify import verify
+from {{ cookiecutter.package_name }}.sink import faults
+
+pytestmark = pytest.mark.integration
+
+EXACTLY_ONCE = "exactly-once"  # the sink's metrics come from the exactly-once sink's driver
+
+
+def fetch(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read().decode()
+
+
+def samples(exposition: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Prometheus text format: (labels, value) of each of one metric's samples."""
+    found = []
+    for line in exposition.splitlines():
+        match = re.match("^" + re.escape(name) + r"(\{.*\})?\s+(\S+)$", line)
+        if match:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+            found.append((labels, float(match.group(2))))
+    return found
+
+
+def total(exposition: str, name: str, **labels: str) -> float:
+    return sum(value for found, value in samples(exposition, name) if labels.items() <= found.items())
+
+
+def stop(process: subprocess.Popen, signum: int = signal.SIGTERM) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signum)
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
+    job.guarantee = EXACTLY_ONCE
+    sample = produce_sample(job, count=3000, seed=23, partitions=4)
+    counts, malformed = merged(sample)
+    ui_port, metrics_port = free_port(), free_port()
+    settings = {**job.settings(), "ui_port": str(ui_port), "metrics_port": str(metrics_port),
+                "metrics_host": "127.0.0.1", "max_offsets_per_trigger": "1000"}
+    log_path = job.workdir / "operations.log"
+    process = start_job(["run", "--until-idle", "240"], settings, job.workdir, log_path)
+    try:
+        # The independent reader first: every count and dead letter is published...
+        deadline = time.monotonic() + 240
+        while True:
+            assert process.poll() is None, f"the job exited: {log_path.read_text()[-3000:]}"
+            published = job.published()
+            if published.final_counts() == counts and len(published.dead_letters) == len(malformed):
+                break
+            assert time.monotonic() < deadline, f"not all published in time; log: {log_path}"
+            time.sleep(1)
+        output_records = len(read_topic(job.bootstrap_servers, job.output_topic))
+        dead_letters = len(read_topic(job.bootstrap_servers, job.dead_letter_topic))
+        assert output_records >= len(counts) and dead_letters == len(malformed)
+
+        # ...and the sink's endpoint counts the same records.
+        sink = fetch(f"http://127.0.0.1:{metrics_port}/metrics")
+        ours = {"sink_id": job.sink_id}
+        published_records = "eos_sink_records_published_total"
+        assert total(sink, published_records, **ours, topic=job.output_topic) == output_records, sink
+        assert total(sink, published_records, **ours, topic=job.dead_letter_topic) == dead_letters, sink
+        last_batch = samples(sink, "eos_sink_last_committed_batch")
+        assert [labels for labels, _ in last_batch] == [{**ours, "shard": "0"}] and last_batch[0][1] >= 2, sink
+        assert total(sink, "eos_sink_phase2_seconds_count", **ours) >= 3, sink  # 3,000 events, ≤ 1,000 a batch
+        lag = samples(sink, "eos_input_lag_records")
+        assert len(lag) == 4 and sum(value for _, value in lag) == 0, sink
+        assert total(sink, "eos_sink_commit_failures_total", **ours) == 0, sink
+        assert 0 < time.time() - total(sink, "eos_sink_last_commit_timestamp_seconds", **ours) < 240, sink
+
+        # Spark's own windows: the streaming tab lists the query, and Spark's Prometheus servlet
+        # has its metrics (the namespace is the app name; the source is the query's name).
+        page = fetch(f"http://127.0.0.1:{ui_port}/StreamingQuery/")
+        assert job.sink_id in page, page[:2000]
+        spark_metrics = fetch(f"http://127.0.0.1:{ui_port}/metrics/prometheus")
+        query = re.sub(r"\W", "_", job.sink_id)
+        streaming = [line for line in spark_metrics.splitlines() if f"spark_streaming_{query}_" in line]
+        assert any("inputRate" in line for line in streaming), spark_metrics[:3000]
+        state_rows = [float(line.split()[-1]) for line in streaming if "states_rowsTotal_Value" in line]
+        if CONFIG.state_ttl_seconds == 0:  # Spark's aggregation: a row per key, and per partition with dead letters
+            partitions = {letter["source_partition"] for letter in published.dead_letters}
+            assert state_rows == [len(counts) + len(partitions)], streaming
+        else:  # the Python operator keeps its own layout
+            assert state_rows and state_rows[0] >= len(counts), streaming
+        executors = fetch(f"http://127.0.0.1:{ui_port}/metrics/executors/prometheus")
+        assert "metrics_executor_" in executors, executors[:2000]
+    finally:
+        stop(process)
+
+
+def health(job, max_batch_age: float) -> dict:
+    """`status --json --check`, as an orchestrator's probe runs it."""
+    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "status", "--json", "--check",
+               "--max-batch-age", str(max_batch_age)]
+    for name, value in job.settings().items():
+        command += ["--set", f"{name}={value}"]
+    result = subprocess.run(command, cwd=job.workdir, capture_output=True, text=True, timeout=60)
+    report = json.loads(result.stdout)
+    assert (result.returncode == 0) == report["healthy"], result.stdout + result.stderr
+    return report
+
+
+def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
+    """A sink that hangs with its transaction open (phase 2, before the Kafka commit): a probe
+    with --max-batch-age = 2 × trigger is green while batches flow and red 2 triggers after the
+    last commit; the job killed and run again, nothing is lost or doubled."""
+    job.guarantee = EXACTLY_ONCE
+    trigger, stuck_batch = 2.0, 4
+    sample = produce_sample(job, count=4000, seed=29, partitions=4)
+    counts, malformed = merged(sample)
+    job.options.update(trigger_interval_seconds=str(trigger), max_offsets_per_trigger="500")  # 8 batches
+    env = {faults.POINT_VARIABLE: faults.BEFORE_KAFKA_COMMIT, faults.BATCH_VARIABLE: str(stuck_batch),
+           faults.MODE_VARIABLE: "hang", faults.LOG_VARIABLE: str(job.fault_log)}
+    log_path = job.workdir / "stuck.log"
+    process = start_job(["run"], job.settings(), job.workdir, log_path, env)
+    try:
+        deadline = time.monotonic() + 240
+        while not checkpoint.committed_batches(job.checkpoint_location):
+            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        flowing = health(job, 2 * trigger)
+        assert flowing["healthy"] and flowing["lag_total"] > 0, flowing  # input waits, batches flow
+
+        while not job.fault_log.exists():
+            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        stuck_since = job.fault_log.stat().st_mtime
+        assert job.fired_faults() == [f"fault injection: hang at {faults.BEFORE_KAFKA_COMMIT} in batch {stuck_batch}"]
+        time.sleep(max(0.0, stuck_since + 2 * trigger + 0.5 - time.time()))
+        stuck = health(job, 2 * trigger)
+        assert not stuck["healthy"] and stuck["last_committed_batch"] == stuck_batch - 1, stuck
+        assert any(problem.startswith("stuck: input waits") for problem in stuck["problems"]), stuck
+    finally:
+        stop(process, signal.SIGKILL)
+
+    result = job.run()  # the stuck transaction is aborted by the next driver; the batch runs again
+    assert result.returncode == 0, result.stdout
+    verdict = verify(job.published(), counts, malformed)
+    assert verdict.exactly_once, verdict.problems
