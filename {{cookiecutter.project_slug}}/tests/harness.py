@@ -24,6 +24,7 @@ SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the 
 
 # What the tests run: the rendered defaults (the template's answers), the filter and key field included.
 CONFIG = JobConfig()
+EXACTLY_ONCE = "exactly-once"  # for the tests that prove that guarantee whatever the default
 
 
 @dataclass
@@ -145,3 +146,21 @@ def on_s3(job: JobUnderTest, server: S3Server, monkeypatch, **changes: str) -> d
     for name, value in object_store.environment(s3).items():
         monkeypatch.setenv(name, value)
     return settings
+
+
+def stop(process: subprocess.Popen, signum: int = signal.SIGTERM) -> int:
+    """End a job started with start_job: SIGTERM to its driver alone (it stops between batches,
+    as the README says to stop it), or SIGKILL to its whole process group; whatever is left of
+    the group after 120 s is SIGKILLed. Returns the driver's exit status."""
+    with contextlib.suppress(ProcessLookupError):
+        if signum == signal.SIGTERM:
+            os.kill(process.pid, signum)  # start_job makes the driver its group's leader
+        else:
+            os.killpg(process.pid, signum)
+    try:
+        process.wait(120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return process.returncode

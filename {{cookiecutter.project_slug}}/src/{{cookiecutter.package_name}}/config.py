@@ -69,6 +69,9 @@ class JobConfig:
     metrics_port: int = 9464
     metrics_host: str = "0.0.0.0"
 
+    # A query failure while Kafka cannot be reached is waited out (outage.py), and counts as a
+    # failure for the restart strategy only past this long; 0 = every failure counts.
+    kafka_outage_tolerance_seconds: float = 120.0
     restart_strategy: str = "fixed-delay"
     restart_attempts: int = 3
     restart_delay_seconds: float = 5.0
@@ -221,7 +224,7 @@ def validated(config: JobConfig) -> JobConfig:
         if getattr(config, option) <= 0:
             raise ConfigError(option, f"must be positive, got {getattr(config, option)}")
     for option in ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
-                   "marker_min_insync_replicas"):
+                   "marker_min_insync_replicas", "kafka_outage_tolerance_seconds"):
         if getattr(config, option) < 0:
             raise ConfigError(option, f"must not be negative, got {getattr(config, option)}")
     for option in ("ui_port", "metrics_port"):

@@ -35,3 +35,7 @@ class KafkaUnavailable(RuntimeError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"{reason}\n{HOW_TO_PROVIDE_KAFKA}")
+
+
+class KafkaUnreachable(RuntimeError):
+    """Kafka did not answer for longer than kafka_outage_tolerance_seconds: a failure for the restart strategy."""

@@ -4,7 +4,13 @@ names, as written) and Spark's Kafka source (the Java client, `kafka.`-prefixed)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # `config` imports this module, and must not import the Kafka client (test_layout.py)
+    from confluent_kafka import KafkaError
 
 # A source task whose range ends at a transaction marker (every batch that catches up with a
 # transactional producer) waits this long for records that never come: the Java client's 500 ms
@@ -25,6 +31,23 @@ def librdkafka_config(bootstrap_servers: str, settings: Mapping[str, str] | None
                       job_settings: Mapping[str, object] | None = None) -> dict[str, object]:
     """For confluent-kafka: the user's settings, then what the job sets itself (which wins)."""
     return {**(settings or {}), "bootstrap.servers": bootstrap_servers, **(job_settings or {})}
+
+
+def quiet_client_logs(name: str, every_seconds: float = 30.0) -> dict[str, object]:
+    """For a long-lived librdkafka client of the job: its errors as one log line per kind every
+    `every_seconds` (through error_cb, served while the client works), not librdkafka's own
+    stderr lines, several a second for each broker while one is down."""
+    logger = logging.getLogger(name)
+    last: dict[int, float] = {}
+
+    def on_error(error: KafkaError) -> None:
+        now = time.monotonic()
+        if now - last.get(error.code(), -every_seconds) >= every_seconds:
+            last[error.code()] = now
+            logger.warning("Kafka client: %s", error.str())
+
+    callback: Callable[[KafkaError], None] = on_error
+    return {"log_level": 2, "error_cb": callback}
 
 
 def java_client_options(settings: Mapping[str, str]) -> dict[str, str]:

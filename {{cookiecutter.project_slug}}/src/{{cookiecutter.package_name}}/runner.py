@@ -17,8 +17,9 @@ from pyspark.sql.streaming import StreamingQuery
 
 from . import metrics, preflight
 from .config import JobConfig
-from .errors import ConfigError, Fenced, GaveUp
+from .errors import ConfigError, Fenced, GaveUp, KafkaUnreachable
 from .job import build_query
+from .outage import OutageTolerance
 from .sink.coordinator import ProducerFenced
 
 log = logging.getLogger(__name__)
@@ -115,19 +116,28 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
     consecutive triggers found no new input after one that did (three times as many if none did)."""
     stop = stop or StopRequested()
     strategy = RestartStrategy.from_config(config)
+    outage = OutageTolerance(config, stop.event)
     preflight.run_all(spark, config)
     while True:
         query = build_query(spark, config).start()
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
                  config.checkpoint_location)
         try:
-            if _supervise(query, config.sink_id, stop, until_idle_batches):
+            if _supervise(query, config.sink_id, stop, until_idle_batches, outage):
+                return
+        except KafkaUnreachable as error:
+            query.stop()
+            delay = _restart_delay(strategy, error)
+            log.warning("restarting the query in %.1fs", delay)
+            if stop.event.wait(delay):
                 return
         except StreamingQueryException as error:
             if is_fenced(error):
                 raise Fenced(f"stopping: {_first_line(error)}") from error
             if (refused := state_layout_refused(error)) is not None:
                 raise refused from error
+            if outage.ride_out(error):
+                continue  # a Kafka outage within the tolerance: not a failure
             delay = _restart_delay(strategy, error)
             log.warning("restarting the query in %.1fs", delay)
             if stop.event.wait(delay):
@@ -172,7 +182,8 @@ def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
         raise GaveUp(f"giving up: {gave_up}; last failure: {summary}") from error
 
 
-def _supervise(query: StreamingQuery, sink_id: str, stop: StopRequested, until_idle_batches: int | None) -> bool:
+def _supervise(query: StreamingQuery, sink_id: str, stop: StopRequested, until_idle_batches: int | None,
+               outage: OutageTolerance) -> bool:
     """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
     last_seen = None
     idle = 0
@@ -190,11 +201,13 @@ def _supervise(query: StreamingQuery, sink_id: str, stop: StopRequested, until_i
         now = time.monotonic()
         trigger_since = (trigger_since or now) if query.status.get("isTriggerActive") else None
         metrics.TRIGGER_RUNNING.labels(sink_id).set(now - trigger_since if trigger_since else 0)
+        outage.watch(now - trigger_since if trigger_since else 0)
         progress = query.lastProgress
         if progress and progress["timestamp"] != last_seen:  # idle triggers report too, same batch id
             last_seen = progress["timestamp"]
             if (lag := lag_per_partition(progress)) is not None:
                 metrics.record_progress(sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
+            outage.batch_completed()
             if progress.get("numInputRows", 0) > 0:
                 log.info(describe_progress(progress))
             if progress.get("numInputRows", 0) > 0:

@@ -5,9 +5,7 @@ triggers of a stuck sink."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import signal
 import subprocess
@@ -16,7 +14,7 @@ import time
 import urllib.request
 
 import pytest
-from harness import CONFIG, merged, produce_sample
+from harness import CONFIG, EXACTLY_ONCE, merged, produce_sample, stop
 
 from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }}.devtools.processes import free_port, start_job
@@ -25,8 +23,6 @@ from {{ cookiecutter.package_name }}.devtools.verify import verify
 from {{ cookiecutter.package_name }}.sink import faults
 
 pytestmark = pytest.mark.integration
-
-EXACTLY_ONCE = "exactly-once"  # the sink's metrics come from the exactly-once sink's driver
 
 
 def fetch(url: str) -> str:
@@ -49,18 +45,8 @@ def total(exposition: str, name: str, **labels: str) -> float:
     return sum(value for found, value in samples(exposition, name) if labels.items() <= found.items())
 
 
-def stop(process: subprocess.Popen, signum: int = signal.SIGTERM) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signum)
-    try:
-        process.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
-    job.guarantee = EXACTLY_ONCE
+    job.guarantee = EXACTLY_ONCE  # the sink's metrics come from the exactly-once sink's driver
     sample = produce_sample(job, count=3000, seed=23, partitions=4)
     counts, malformed = merged(sample)
     ui_port, metrics_port = free_port(), free_port()

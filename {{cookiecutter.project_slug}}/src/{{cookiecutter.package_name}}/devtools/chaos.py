@@ -582,7 +582,8 @@ class Chaos:
         self.kill_driver(process, below)
         code = process.returncode
         fired = self.fired()[fired_before:]
-        restarts = log_path.read_text(errors="replace").count("restarting the query")
+        job_log = log_path.read_text(errors="replace")
+        restarts = job_log.count("restarting the query") + job_log.count("the query starts again from its checkpoint")
         self.tally.query_restarts += restarts
         ran = f"{time.monotonic() - started:.1f}s, {max(0, self.last_committed() - before)} batches committed"
         ran += f", {restarts} in-process query restart(s)" if restarts else ""

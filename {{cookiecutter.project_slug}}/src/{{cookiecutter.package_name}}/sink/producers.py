@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka import Producer
 
-from ..kafka_client import librdkafka_config
+from ..kafka_client import librdkafka_config, quiet_client_logs
 from .marker import NO_BATCH, ensure_marker_topic, read_markers
 from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms
 
@@ -25,6 +25,7 @@ class CommitShard:
             "queue.buffering.max.kbytes": 2_097_151,
             "compression.type": "lz4",
             "partitioner": PARTITIONER,
+            **quiet_client_logs(__name__),
         }))
         # Fences any older producer with this id and completes or aborts its open transaction;
         # only after that is the marker a settled fact.

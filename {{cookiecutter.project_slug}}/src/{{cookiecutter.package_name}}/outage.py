@@ -1,0 +1,125 @@
+"""A Kafka outage is waited out, not counted as a failure.
+
+While a trigger runs longer than a few seconds, the runner asks Kafka whether it answers
+(`watch`): Spark's Kafka source and the sink's producers retry in place while brokers are down,
+so the batch simply waits; the runner says so once every few seconds (the clients' own warnings
+are silenced), and past the tolerance it stops the query, which counts as a failure.
+
+When the query fails while Kafka cannot be reached (or with an error that says so: time-outs,
+transport failures, no leader), the runner asks `ride_out`: it waits for the brokers to answer
+again, logging every few seconds, and then the query starts again from its checkpoint (Spark
+re-runs the batch it was in; the sink's markers make the re-run publish once). Only when the
+outage lasts longer than `kafka_outage_tolerance_seconds` does the restart strategy see a failure.
+The tolerance runs from the first such failure since the last batch that completed, so a broker
+that keeps timing out while it answers metadata requests is a failure once the tolerance is spent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from .config import JobConfig
+from .errors import KafkaUnreachable
+from .kafka_client import librdkafka_config
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_SECONDS = 5.0
+LOG_EVERY_SECONDS = 5.0
+WATCH_AFTER_SECONDS = 5.0  # a trigger running this long makes the runner ask Kafka
+RETRY_AFTER_ERROR_SECONDS = 2.0
+# How the Java client, librdkafka and the sink say that brokers cannot be reached.
+_UNREACHABLE = ("TimeoutException", "Timed out", "timed out", "_TRANSPORT", "_ALL_BROKERS_DOWN",
+                "Broker transport failure", "DisconnectException", "NetworkException", "Connection refused",
+                "LEADER_NOT_AVAILABLE", "LeaderNotAvailable", "NotLeaderOrFollower", "NOT_LEADER",
+                "COORDINATOR_NOT_AVAILABLE", "CoordinatorNotAvailable", "NOT_ENOUGH_REPLICAS", "NotEnoughReplicas")
+
+
+def kafka_reachable(config: JobConfig, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
+    """Whether the brokers answer a metadata request for the input topic now (a new client each
+    time: no cached metadata)."""
+    admin = AdminClient(librdkafka_config(config.bootstrap_servers, config.kafka, {"log_level": 2}))
+    try:
+        topics = admin.list_topics(config.input_topic, timeout=timeout).topics
+        topic = topics.get(config.input_topic)
+        return topic is not None and topic.error is None and bool(topic.partitions)
+    except KafkaException:
+        return False
+
+
+def says_unreachable(error: BaseException) -> bool:
+    text = str(error)
+    return any(marker in text for marker in _UNREACHABLE)
+
+
+class OutageTolerance:
+    def __init__(self, config: JobConfig, stop: threading.Event) -> None:
+        self.config = config
+        self.stop = stop
+        self.tolerance = config.kafka_outage_tolerance_seconds
+        self.since: float | None = None  # when the current outage was first seen
+        self.probed = 0.0
+        self.answered = 0.0  # when a probe last found Kafka answering
+
+    def batch_completed(self) -> None:
+        self.since = None
+
+    def watch(self, trigger_seconds: float) -> None:
+        """Called every second by the runner with how long the running trigger has taken."""
+        now = time.monotonic()
+        if self.tolerance <= 0 or trigger_seconds < WATCH_AFTER_SECONDS or now - self.probed < LOG_EVERY_SECONDS:
+            return
+        self.probed = now
+        if kafka_reachable(self.config):
+            self.answered = now
+            if self.since is not None:
+                log.warning("Kafka answers again after %.0fs; the batch goes on", now - self.since)
+                self.since = None
+            return
+        self.since = self.since or max(now - trigger_seconds, self.answered)  # the earliest it can have begun
+        waited = now - self.since
+        if waited > self.tolerance:
+            raise KafkaUnreachable(f"Kafka unreachable at {self.config.bootstrap_servers} for {waited:.0f}s, past "
+                                   f"kafka_outage_tolerance_seconds ({self.tolerance:.0f})")
+        log.warning("Kafka unreachable at %s for %.0fs (tolerance %.0fs): the batch waits in place",
+                    self.config.bootstrap_servers, waited, self.tolerance)
+
+    def ride_out(self, error: BaseException) -> bool:
+        """True when the failure was a Kafka outage that ended within the tolerance: restart
+        without counting it. False: a failure for the restart strategy (or a stop was asked)."""
+        if self.tolerance <= 0:
+            return False
+        reachable = kafka_reachable(self.config)
+        if reachable and not says_unreachable(error):
+            return False
+        self.since = self.since or time.monotonic()
+        log.warning("query failed while Kafka %s: %s", "reports errors" if reachable else "is unreachable",
+                    str(error).strip().splitlines()[0][:300])
+        if reachable and self.stop.wait(RETRY_AFTER_ERROR_SECONDS):  # answers, but failed to serve: a pause
+            return False
+        logged = 0.0
+        while not reachable:
+            waited = time.monotonic() - self.since
+            if waited > self.tolerance:
+                log.error("Kafka unreachable for %.0fs, past kafka_outage_tolerance_seconds (%.0f)", waited,
+                          self.tolerance)
+                return False
+            if time.monotonic() - logged >= LOG_EVERY_SECONDS:
+                log.warning("Kafka unreachable at %s for %.0fs (tolerance %.0fs): waiting, the checkpoint keeps "
+                            "the batch", self.config.bootstrap_servers, waited, self.tolerance)
+                logged = time.monotonic()
+            if self.stop.wait(1.0):
+                return False
+            reachable = kafka_reachable(self.config)
+        waited = time.monotonic() - self.since
+        if waited > self.tolerance:
+            log.error("Kafka errors for %.0fs, past kafka_outage_tolerance_seconds (%.0f)", waited, self.tolerance)
+            return False
+        log.warning("Kafka answers again (%.0fs after the first failure); the query starts again from its checkpoint",
+                    waited)
+        return True
