@@ -9,11 +9,11 @@ import argparse
 import json
 import logging
 import os
-import sys
 from pathlib import Path
 
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
 from .errors import ConfigError, GaveUp, KafkaUnavailable
+from .logs import report_exit
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
@@ -31,12 +31,13 @@ def _config(args: argparse.Namespace) -> JobConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import metrics
+    from . import logs, metrics
     from .job import spark_session
     from .preflight import check_before_spark
     from .runner import StopRequested, run
 
     config = _config(args)
+    logs.configure(config)
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
     if config.metrics_port:
         metrics.serve(config.metrics_port, config.metrics_host)
@@ -181,12 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KafkaUnavailable as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (ConfigError, KafkaUnavailable) as error:
+        report_exit(str(error))
         return 2
     except GaveUp as error:  # the restart strategy's verdict; each failure was logged above
-        print(f"error: {error}", file=sys.stderr)
+        report_exit(str(error))
         return 1

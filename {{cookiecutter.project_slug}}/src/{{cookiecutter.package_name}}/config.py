@@ -21,6 +21,7 @@ ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
 GUARANTEES = ("exactly-once", "at-least-once")
 RESTART_STRATEGIES = ("none", "fixed-delay", "exponential-backoff", "failure-rate")
 FIELD_TYPES = ("string", "int", "float", "bool")
+LOG_FORMATS = ("text", "json")  # logs.py
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -63,6 +64,8 @@ class JobConfig:
     shuffle_partitions: int = 4
     spark_master: str = "local[2]"
 
+    # "json": one JSON object per log line, the job's and Spark's (logs.py); "text": for people.
+    log_format: str = "text"
     # The Spark UI (its Structured Streaming tab, and Spark's metrics at /metrics/prometheus); 0 = off.
     ui_port: int = 4040
     # The sink's metrics in Prometheus format (metrics.py) at http://<metrics_host>:<metrics_port>/metrics; 0 = off.
@@ -207,6 +210,8 @@ def validated(config: JobConfig) -> JobConfig:
         raise ConfigError("output_topic", "input, output, dead-letter and marker topics must all differ")
     if config.delivery_guarantee not in GUARANTEES:
         raise ConfigError("delivery_guarantee", f"{config.delivery_guarantee!r} is not one of {', '.join(GUARANTEES)}")
+    if config.log_format not in LOG_FORMATS:
+        raise ConfigError("log_format", f"{config.log_format!r} is not one of {', '.join(LOG_FORMATS)}")
     if config.restart_strategy not in RESTART_STRATEGIES:
         raise ConfigError(
             "restart_strategy", f"{config.restart_strategy!r} is not one of {', '.join(RESTART_STRATEGIES)}"

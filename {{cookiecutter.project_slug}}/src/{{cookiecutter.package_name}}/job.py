@@ -29,11 +29,13 @@ from .storage import resolve_location
 
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
+    json_logs = config.log_format == "json"
     if not object_store.on_s3(config.checkpoint_location):
-        return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, config.spark)
+        return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, config.spark,
+                           json_logs=json_logs)
     object_store.use_in_this_process(config.s3)
     return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port,
-                       conf={**object_store.spark_conf(config.s3), **config.spark},
+                       conf={**object_store.spark_conf(config.s3), **config.spark}, json_logs=json_logs,
                        packages=(object_store.hadoop_aws_package(),))
 
 

@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient
 from .config import JobConfig
 from .errors import KafkaUnreachable
 from .kafka_client import librdkafka_config
+from .logs import event
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ class OutageTolerance:
             raise KafkaUnreachable(f"Kafka unreachable at {self.config.bootstrap_servers} for {waited:.0f}s, past "
                                    f"kafka_outage_tolerance_seconds ({self.tolerance:.0f})")
         log.warning("Kafka unreachable at %s for %.0fs (tolerance %.0fs): the batch waits in place",
-                    self.config.bootstrap_servers, waited, self.tolerance)
+                    self.config.bootstrap_servers, waited, self.tolerance,
+                    extra=event("kafka_unreachable", seconds=round(waited), tolerance_seconds=self.tolerance))
 
     def ride_out(self, error: BaseException) -> bool:
         """True when the failure was a Kafka outage that ended within the tolerance: restart
@@ -111,7 +113,8 @@ class OutageTolerance:
                 return False
             if time.monotonic() - logged >= LOG_EVERY_SECONDS:
                 log.warning("Kafka unreachable at %s for %.0fs (tolerance %.0fs): waiting, the checkpoint keeps "
-                            "the batch", self.config.bootstrap_servers, waited, self.tolerance)
+                            "the batch", self.config.bootstrap_servers, waited, self.tolerance,
+                            extra=event("kafka_unreachable", seconds=round(waited), tolerance_seconds=self.tolerance))
                 logged = time.monotonic()
             if self.stop.wait(1.0):
                 return False

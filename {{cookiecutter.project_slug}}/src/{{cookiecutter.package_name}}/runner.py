@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import threading
 import time
@@ -19,6 +20,7 @@ from . import metrics, preflight
 from .config import JobConfig
 from .errors import ConfigError, Fenced, GaveUp, KafkaUnreachable
 from .job import build_query
+from .logs import event
 from .outage import OutageTolerance
 from .sink.coordinator import ProducerFenced
 
@@ -93,6 +95,24 @@ def describe_progress(progress: dict) -> str:
     )
 
 
+def batch_event(progress: dict, config: JobConfig) -> dict:
+    """The batch's log event: Spark's progress, and what the sink published for it (exactly-once)."""
+    lag = lag_per_partition(progress)
+    fields = {
+        "batch_id": progress.get("batchId"),
+        "input_rows": progress.get("numInputRows", 0),
+        "duration_ms": progress.get("durationMs", {}),
+        "lag": None if lag is None else sum(lag.values()),
+        "lag_per_partition": None if lag is None else {f"{t}/{p}": n for (t, p), n in sorted(lag.items())},
+    }
+    batch_id, published, phase2_seconds = metrics.LAST_PUBLISHED.get(config.sink_id, (None, {}, 0.0))
+    if batch_id == progress.get("batchId"):
+        fields.update(output_records=published.get(config.output_topic, 0),
+                      dead_letters=published.get(config.dead_letter_topic, 0),
+                      phase2_ms=round(phase2_seconds * 1000, 1))
+    return event("batch", **fields)
+
+
 def lag_per_partition(progress: dict) -> dict[tuple[str, str], int] | None:
     """Records each input partition had beyond the batch's end (Spark's latestOffset − endOffset)."""
     source = (progress.get("sources") or [{}])[0]
@@ -123,13 +143,11 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
                  config.checkpoint_location)
         try:
-            if _supervise(query, config.sink_id, stop, until_idle_batches, outage):
+            if _supervise(query, config, stop, until_idle_batches, outage):
                 return
         except KafkaUnreachable as error:
             query.stop()
-            delay = _restart_delay(strategy, error)
-            log.warning("restarting the query in %.1fs", delay)
-            if stop.event.wait(delay):
+            if not _restarts_after_delay(strategy, error, stop):
                 return
         except StreamingQueryException as error:
             if is_fenced(error):
@@ -138,9 +156,7 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
                 raise refused from error
             if outage.ride_out(error):
                 continue  # a Kafka outage within the tolerance: not a failure
-            delay = _restart_delay(strategy, error)
-            log.warning("restarting the query in %.1fs", delay)
-            if stop.event.wait(delay):
+            if not _restarts_after_delay(strategy, error, stop):
                 return
 
 
@@ -173,22 +189,42 @@ def _first_line(error: Exception) -> str:
     return (lines[-1] if lines else str(error).strip().splitlines()[0])[:500]
 
 
+def _restarts_after_delay(strategy: RestartStrategy, error: Exception, stop: StopRequested) -> bool:
+    """A failure for the restart strategy: wait its delay; False when a stop came meanwhile."""
+    delay = _restart_delay(strategy, error)
+    log.warning("restarting the query in %.1fs", delay, extra=event("restart", delay_seconds=delay))
+    return not stop.event.wait(delay)
+
+
+def failure_summary(error: Exception) -> str:
+    """The error's first line, and the exception that caused it: a Python exception raised in
+    foreachBatch comes back as a Java one whose first line only says "Traceback"."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    first = lines[0][:300] if lines else type(error).__name__
+    causes = [line for line in lines[1:] if _EXCEPTION_LINE.match(line)]
+    return f"{first} ... {causes[-1][:300]}" if causes else first
+
+
+_EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Fault|Failed|Fenced|Rejected)\b[\w.]*: ")
+
+
 def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
-    summary = str(error).strip().splitlines()[0][:500]
-    log.error("query failed: %s", summary)
+    summary = failure_summary(error)
+    log.error("query failed: %s", summary, extra=event("failure", error=summary))
     try:
         return strategy.next_delay(time.monotonic())
     except GaveUp as gave_up:
         raise GaveUp(f"giving up: {gave_up}; last failure: {summary}") from error
 
 
-def _supervise(query: StreamingQuery, sink_id: str, stop: StopRequested, until_idle_batches: int | None,
+def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, until_idle_batches: int | None,
                outage: OutageTolerance) -> bool:
     """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
     last_seen = None
     idle = 0
     seen_input = False
     trigger_since: float | None = None  # when the trigger that is running now started
+    sink_id = config.sink_id
     while True:
         if stop.event.is_set():
             log.info("stop requested: stopping at the next batch boundary")
@@ -209,7 +245,7 @@ def _supervise(query: StreamingQuery, sink_id: str, stop: StopRequested, until_i
                 metrics.record_progress(sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
             outage.batch_completed()
             if progress.get("numInputRows", 0) > 0:
-                log.info(describe_progress(progress))
+                log.info(describe_progress(progress), extra=batch_event(progress, config))
             if progress.get("numInputRows", 0) > 0:
                 seen_input, idle = True, 0
             else:

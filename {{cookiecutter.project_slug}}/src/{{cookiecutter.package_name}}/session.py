@@ -21,6 +21,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 CONF_DIR = Path(__file__).with_name("conf")
 IVY_SETTINGS = CONF_DIR / "ivysettings.xml"
 LOG4J2_CONFIG = CONF_DIR / "log4j2.properties"
+LOG4J2_JSON_CONFIG = CONF_DIR / "log4j2-json.properties"  # log_format = "json"
 ARROW_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
 
 
@@ -35,16 +36,18 @@ def installed_spark_version() -> str:
 
 
 def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: int = 0,
-                  conf: dict[str, str] | None = None, packages: tuple[str, ...] = ()) -> SparkSession:
+                  conf: dict[str, str] | None = None, packages: tuple[str, ...] = (), json_logs: bool = False
+                  ) -> SparkSession:
     """`conf` and `packages` add to the job's own (e.g. S3A for a checkpoint on S3); `ui_port` 0
-    keeps the UI and Spark's metrics endpoint off."""
+    keeps the UI and Spark's metrics endpoint off; `json_logs` has the JVM log JSON lines in Spark's
+    structured-logging layout (under spark-submit, its own log4j2 configuration decides)."""
     # Python workers must run the interpreter that has this package (in local mode, this one).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     for name, value in {**ui_conf(app_name, ui_port), **(conf or {})}.items():
         builder = builder.config(name, value)
     if not launched_by_spark_submit():
-        log4j = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
+        log4j = f"-Dlog4j2.configurationFile={(LOG4J2_JSON_CONFIG if json_logs else LOG4J2_CONFIG).as_uri()}"
         builder = (
             builder.master(master)
             .config("spark.jars.packages", ",".join((KAFKA_CONNECTOR, *packages)))
@@ -58,6 +61,7 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: 
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .config("spark.log.structuredLogging.enabled", str(json_logs).lower())
         .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
         # Report idle triggers every second, so the runner sees promptly when the input is drained.
         .config("spark.sql.streaming.noDataProgressEventInterval", "1000")

@@ -151,3 +151,34 @@ def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
     assert result.returncode == 0, result.stdout
     verdict = verify(job.published(), counts, malformed)
     assert verdict.exactly_once, verdict.problems
+
+
+def test_json_logs_have_an_object_per_batch_and_per_failure_and_restart(job):
+    """log_format = "json": the job's lines and Spark's are JSON objects; a batch's object has its
+    figures, matching what the independent reader finds; each failure, the restart and the exit
+    have theirs (batch 1 fails on every attempt; one restart is allowed)."""
+    job.guarantee = EXACTLY_ONCE
+    produce_sample(job, count=2000, seed=41, partitions=4)
+    result = job.run(fault=faults.BATCH_COMPUTED, fault_batch=1, extra_env={faults.MODE_VARIABLE: "raise"},
+                     log_format="json", max_offsets_per_trigger="1000", restart_attempts="1",
+                     restart_delay_seconds="0")
+    assert result.returncode == 1, result.stdout[-3000:]
+    objects = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert all({"ts", "level", "logger", "msg"} <= o.keys() for o in objects)
+    assert any(o["logger"] == "MicroBatchExecution" for o in objects), "Spark's own lines are JSON too"
+    events = [o for o in objects if "event" in o]
+    failures = [e["error"] for e in events if e["event"] == "failure"]
+    assert len(failures) == 2 and all("InjectedFault: fault injection: batch_computed in batch 1" in f
+                                      for f in failures), failures
+    assert [e["delay_seconds"] for e in events if e["event"] == "restart"] == [0.0]
+    (exit_event,) = [e for e in events if e["event"] == "exit"]
+    assert exit_event["msg"].startswith("giving up: 2 failures; restart_attempts is 1")
+
+    (batch,) = [e for e in events if e["event"] == "batch"]  # batch 0; batch 1 never completes
+    assert batch["batch_id"] == 0 and batch["input_rows"] == 1000
+    assert {"addBatch", "triggerExecution"} <= batch["duration_ms"].keys() and batch["lag"] == 1000
+    published = job.published()
+    assert batch["output_records"] == sum(len(history) for history in published.counts.values()) > 0
+    assert batch["dead_letters"] == len(published.dead_letters)
+    other = [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("{")]
+    assert not [line for line in other if " INFO " in line or " WARN " in line], other[:20]

@@ -100,7 +100,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
         if isinstance(error, ProducerFenced):
             metrics.FENCED.labels(settings.sink_id).inc()
         raise
-    metrics.record_batch(settings.sink_id, published, time.monotonic() - started)
+    metrics.record_batch(settings.sink_id, batch_id, published, time.monotonic() - started)
     # Step 6.
     log.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
     if records.staged:

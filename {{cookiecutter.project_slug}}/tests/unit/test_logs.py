@@ -1,0 +1,47 @@
+"""The log formats (logs.py): JSON lines with the event's fields, secrets masked in both formats,
+and the batch event built from Spark's progress and the sink's last published batch."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from {{ cookiecutter.package_name }} import metrics
+from {{ cookiecutter.package_name }}.config import load_config
+from {{ cookiecutter.package_name }}.logs import JsonFormatter, TextFormatter, event, secret_values
+from {{ cookiecutter.package_name }}.runner import batch_event
+
+
+def record(message: str, extra: dict | None = None) -> logging.LogRecord:
+    entry = logging.LogRecord("job", logging.WARNING, __file__, 1, message, None, None)
+    entry.__dict__.update(extra or {})
+    return entry
+
+
+def test_a_json_line_holds_the_event_and_no_secret():
+    config = load_config(None, {"kafka.sasl.password": "${PW}", "kafka.client.id": "visible-client"},
+                         environ={"PW": "s3cr3t-pw"})
+    secrets = secret_values(config)
+    assert secrets == ["s3cr3t-pw"]
+    line = JsonFormatter(secrets).format(record("login with s3cr3t-pw as visible-client",
+                                                event("failure", error="auth s3cr3t-pw refused")))
+    entry = json.loads(line)
+    assert entry["event"] == "failure" and entry["level"] == "WARNING" and entry["logger"] == "job"
+    assert entry["msg"] == "login with *** as visible-client" and entry["error"] == "auth *** refused"
+    assert entry["ts"].endswith("Z")
+    assert "s3cr3t" not in TextFormatter(secrets, "%(message)s").format(record("pw s3cr3t-pw"))
+
+
+def test_the_batch_event_has_the_sinks_figures_for_that_batch():
+    config = load_config(None, {"sink_id": "logs-unit"}, environ={})
+    progress = {"batchId": 7, "numInputRows": 500, "durationMs": {"addBatch": 120, "triggerExecution": 180},
+                "sources": [{"latestOffset": {"events": {"0": 40, "1": 10}},
+                             "endOffset": {"events": {"0": 30, "1": 10}}}]}
+    metrics.record_batch("logs-unit", 7, {config.output_topic: 5, config.dead_letter_topic: 2}, 0.0123)
+    fields = batch_event(progress, config)["event"]
+    assert fields == {"event": "batch", "batch_id": 7, "input_rows": 500,
+                      "duration_ms": {"addBatch": 120, "triggerExecution": 180}, "lag": 10,
+                      "lag_per_partition": {"events/0": 10, "events/1": 0},
+                      "output_records": 5, "dead_letters": 2, "phase2_ms": 12.3}
+    progress["batchId"] = 8  # the sink has not published batch 8: no figures rather than batch 7's
+    assert "output_records" not in batch_event(progress, config)["event"]
