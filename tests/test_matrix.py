@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import render
+from conftest import has_template_markers, render
 
 GUARANTEES = ("exactly-once", "at-least-once")
 YES_NO = ("yes", "no")
@@ -77,15 +77,7 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
     answers = {**CELLS.get(cell, {}), **(CUSTOM if cell == "custom-names" else {})}
     rendered = files(project)
 
-    leftovers = []
-    for name in rendered:
-        text = (project / name).read_text(errors="replace")
-        if name == WORKFLOW:  # copied without rendering: only GitHub's own ${{ ... }} expressions
-            text = re.sub(r"\$\{\{[^}]*\}\}", "", text)
-        if name == "deploy/k8s/alerts.yaml":  # Prometheus's own {{ $labels.x }} / {{ $value }} templates
-            text = re.sub(r"\{\{ \$[^}]*\}\}", "", text)
-        if "{{" in text or "{%" in text or "cookiecutter." in text:
-            leftovers.append(name)
+    leftovers = [name for name in rendered if has_template_markers(name, (project / name).read_text(errors="replace"))]
     assert not leftovers, f"template markers left in {leftovers}"
 
     assert (WORKFLOW in rendered) == (answers.get("include_github_actions", "yes") == "yes")

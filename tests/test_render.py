@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import has_template_markers
+
 EXPECTED_FILES = {
     "README.md",
     "Makefile",
@@ -31,12 +33,9 @@ def test_default_rendering_has_the_expected_layout(rendered_default: Path) -> No
 
 
 def test_no_template_markers_are_left(rendered_default: Path) -> None:
-    leftovers = []
-    for path in rendered_default.rglob("*"):
-        if path.is_file() and "/.github/" not in str(path):
-            text = path.read_text(errors="replace")
-            if "{{" in text or "{%" in text or "cookiecutter." in text:
-                leftovers.append(str(path.relative_to(rendered_default)))
+    leftovers = [str(path.relative_to(rendered_default)) for path in rendered_default.rglob("*")
+                 if path.is_file() and has_template_markers(path.relative_to(rendered_default).as_posix(),
+                                                            path.read_text(errors="replace"))]
     assert not leftovers, f"template markers left in: {leftovers}"
 
 
