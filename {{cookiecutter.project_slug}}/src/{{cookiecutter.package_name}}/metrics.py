@@ -11,51 +11,49 @@ feeds them all; the at-least-once sink produces from Spark's tasks, which only S
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from .errors import ConfigError
 
+M = TypeVar("M", Counter, Gauge, Histogram)
+
 # Not the client's global registry: the job's series only, none of the client's process metrics.
 REGISTRY = CollectorRegistry()
 
-PHASE2_SECONDS = Histogram(
-    "eos_sink_phase2_seconds", "Phase 2 of a batch: its log entries, Kafka transactions and commits",
-    ["sink_id"], registry=REGISTRY,
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
-RECORDS_PUBLISHED = Counter(
-    "eos_sink_records_published", "Records published in committed transactions (markers not counted)",
-    ["sink_id", "topic"], registry=REGISTRY)
-BATCH_RECORDS = Gauge(
-    "eos_sink_batch_records", "Records of the last published batch", ["sink_id", "topic"], registry=REGISTRY)
-LAST_COMMIT_TIME = Gauge(
-    "eos_sink_last_commit_timestamp_seconds", "When the last batch was published (Unix time)", ["sink_id"],
-    registry=REGISTRY)
-LAST_COMMITTED_BATCH = Gauge(
-    "eos_sink_last_committed_batch", "The last batch whose transaction this shard committed",
-    ["sink_id", "shard"], registry=REGISTRY)
-COMMIT_RETRIES = Counter(
-    "eos_sink_commit_retries", "Commits retried after a time-out, and transactions tried again after an abort",
-    ["sink_id"], registry=REGISTRY)
-COMMIT_FAILURES = Counter(
-    "eos_sink_commit_failures", "Batches whose phase 2 failed (Spark runs them again)", ["sink_id"],
-    registry=REGISTRY)
-FENCED = Counter(
-    "eos_sink_fenced", "Times another producer with this sink's transactional id fenced this one",
-    ["sink_id"], registry=REGISTRY)
-STAGED_BYTES = Counter(
-    "eos_sink_staged_bytes", "Bytes of batches too large for the driver, staged as Parquet", ["sink_id"],
-    registry=REGISTRY)
-INPUT_LAG = Gauge(
-    "eos_input_lag_records", "Records in the input partition not yet read, after the last batch",
-    ["sink_id", "topic", "partition"], registry=REGISTRY)
-TRIGGER_RUNNING = Gauge(
-    "eos_trigger_running_seconds", "How long the running trigger (a batch, its commit) has taken so far; 0 between",
-    ["sink_id"], registry=REGISTRY)
-LAST_BATCH = Gauge(
-    "eos_last_batch", "The last batch the query completed, and its input rows",
-    ["sink_id", "figure"], registry=REGISTRY)
 
+def _series(kind: type[M], name: str, documentation: str, *labels: str, **options: Any) -> M:
+    """A series of the job's registry, labelled with the sink id and then `labels`."""
+    return kind(name, documentation, ["sink_id", *labels], registry=REGISTRY, **options)
+
+
+PHASE2_SECONDS = _series(
+    Histogram, "eos_sink_phase2_seconds", "Phase 2 of a batch: its log entries, Kafka transactions and commits",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0))
+RECORDS_PUBLISHED = _series(
+    Counter, "eos_sink_records_published", "Records published in committed transactions (markers not counted)",
+    "topic")
+BATCH_RECORDS = _series(Gauge, "eos_sink_batch_records", "Records of the last published batch", "topic")
+LAST_COMMIT_TIME = _series(
+    Gauge, "eos_sink_last_commit_timestamp_seconds", "When the last batch was published (Unix time)")
+LAST_COMMITTED_BATCH = _series(
+    Gauge, "eos_sink_last_committed_batch", "The last batch whose transaction this shard committed", "shard")
+COMMIT_RETRIES = _series(
+    Counter, "eos_sink_commit_retries", "Commits retried after a time-out, and transactions tried again after an abort")
+COMMIT_FAILURES = _series(
+    Counter, "eos_sink_commit_failures", "Batches whose phase 2 failed (Spark runs them again)")
+FENCED = _series(
+    Counter, "eos_sink_fenced", "Times another producer with this sink's transactional id fenced this one")
+STAGED_BYTES = _series(
+    Counter, "eos_sink_staged_bytes", "Bytes of batches too large for the driver, staged as Parquet")
+INPUT_LAG = _series(
+    Gauge, "eos_input_lag_records", "Records in the input partition not yet read, after the last batch",
+    "topic", "partition")
+TRIGGER_RUNNING = _series(
+    Gauge, "eos_trigger_running_seconds",
+    "How long the running trigger (a batch, its commit) has taken so far; 0 between")
+LAST_BATCH = _series(Gauge, "eos_last_batch", "The last batch the query completed, and its input rows", "figure")
 
 def serve(port: int, host: str) -> None:
     """Serve the registry on http://host:port/metrics from a daemon thread of the driver."""

@@ -86,8 +86,7 @@ def stop_at_batch_boundary(query: StreamingQuery, timeout: float = 120.0) -> Non
     query.stop()
 
 
-def describe_progress(progress: dict) -> str:
-    lag = lag_per_partition(progress)
+def describe_progress(progress: dict, lag: dict[tuple[str, str], int] | None) -> str:
     return (
         f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0)} records in "
         f"{progress.get('durationMs', {}).get('triggerExecution', 0)} ms, "
@@ -95,9 +94,8 @@ def describe_progress(progress: dict) -> str:
     )
 
 
-def batch_event(progress: dict, config: JobConfig) -> dict:
+def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: JobConfig) -> dict:
     """The batch's log event: Spark's progress, and what the sink published for it (exactly-once)."""
-    lag = lag_per_partition(progress)
     fields = {
         "batch_id": progress.get("batchId"),
         "input_rows": progress.get("numInputRows", 0),
@@ -224,7 +222,6 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
     idle = 0
     seen_input = False
     trigger_since: float | None = None  # when the trigger that is running now started
-    sink_id = config.sink_id
     while True:
         if stop.event.is_set():
             log.info("stop requested: stopping at the next batch boundary")
@@ -236,17 +233,18 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
             return True
         now = time.monotonic()
         trigger_since = (trigger_since or now) if query.status.get("isTriggerActive") else None
-        metrics.TRIGGER_RUNNING.labels(sink_id).set(now - trigger_since if trigger_since else 0)
-        outage.watch(now - trigger_since if trigger_since else 0)
+        trigger_seconds = now - trigger_since if trigger_since else 0
+        metrics.TRIGGER_RUNNING.labels(config.sink_id).set(trigger_seconds)
+        outage.watch(trigger_seconds)
         progress = query.lastProgress
         if progress and progress["timestamp"] != last_seen:  # idle triggers report too, same batch id
             last_seen = progress["timestamp"]
-            if (lag := lag_per_partition(progress)) is not None:
-                metrics.record_progress(sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
+            lag = lag_per_partition(progress)
+            if lag is not None:
+                metrics.record_progress(config.sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
             outage.batch_completed()
             if progress.get("numInputRows", 0) > 0:
-                log.info(describe_progress(progress), extra=batch_event(progress, config))
-            if progress.get("numInputRows", 0) > 0:
+                log.info(describe_progress(progress, lag), extra=batch_event(progress, lag, config))
                 seen_input, idle = True, 0
             else:
                 idle += 1

@@ -21,7 +21,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 CONF_DIR = Path(__file__).with_name("conf")
 IVY_SETTINGS = CONF_DIR / "ivysettings.xml"
 LOG4J2_CONFIG = CONF_DIR / "log4j2.properties"
-LOG4J2_JSON_CONFIG = CONF_DIR / "log4j2-json.properties"  # log_format = "json"
+LOG4J2_JSON_LAYOUT = CONF_DIR / "log4j2-json.properties"  # log_format = "json": over LOG4J2_CONFIG
 ARROW_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
 
 
@@ -47,7 +47,8 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: 
     for name, value in {**ui_conf(app_name, ui_port), **(conf or {})}.items():
         builder = builder.config(name, value)
     if not launched_by_spark_submit():
-        log4j = f"-Dlog4j2.configurationFile={(LOG4J2_JSON_CONFIG if json_logs else LOG4J2_CONFIG).as_uri()}"
+        log4j_files = (LOG4J2_CONFIG, LOG4J2_JSON_LAYOUT) if json_logs else (LOG4J2_CONFIG,)
+        log4j = f"-Dlog4j2.configurationFile={','.join(path.as_uri() for path in log4j_files)}"
         builder = (
             builder.master(master)
             .config("spark.jars.packages", ",".join((KAFKA_CONNECTOR, *packages)))

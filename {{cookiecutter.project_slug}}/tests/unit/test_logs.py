@@ -9,7 +9,7 @@ import logging
 from {{ cookiecutter.package_name }} import metrics
 from {{ cookiecutter.package_name }}.config import load_config
 from {{ cookiecutter.package_name }}.logs import JsonFormatter, TextFormatter, event, secret_values
-from {{ cookiecutter.package_name }}.runner import batch_event
+from {{ cookiecutter.package_name }}.runner import batch_event, lag_per_partition
 
 
 def record(message: str, extra: dict | None = None) -> logging.LogRecord:
@@ -38,10 +38,10 @@ def test_the_batch_event_has_the_sinks_figures_for_that_batch():
                 "sources": [{"latestOffset": {"events": {"0": 40, "1": 10}},
                              "endOffset": {"events": {"0": 30, "1": 10}}}]}
     metrics.record_batch("logs-unit", 7, {config.output_topic: 5, config.dead_letter_topic: 2}, 0.0123)
-    fields = batch_event(progress, config)["event"]
+    fields = batch_event(progress, lag_per_partition(progress), config)["event"]
     assert fields == {"event": "batch", "batch_id": 7, "input_rows": 500,
                       "duration_ms": {"addBatch": 120, "triggerExecution": 180}, "lag": 10,
                       "lag_per_partition": {"events/0": 10, "events/1": 0},
                       "output_records": 5, "dead_letters": 2, "phase2_ms": 12.3}
     progress["batchId"] = 8  # the sink has not published batch 8: no figures rather than batch 7's
-    assert "output_records" not in batch_event(progress, config)["event"]
+    assert "output_records" not in batch_event(progress, lag_per_partition(progress), config)["event"]
