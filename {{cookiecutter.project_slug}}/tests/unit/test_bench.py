@@ -136,3 +136,21 @@ def test_the_stage_profile_refuses_an_unknown_variant_before_it_starts_anything(
 
     with pytest.raises(SystemExit, match="unknown variant"):
         stages.main(["--variants", "parse,nope"])
+
+
+def test_a_contenders_throughput_is_the_median_of_its_backlog_runs_and_lists_each():
+    from {{ cookiecutter.package_name }}.devtools.bench.measure import add_backlog_run
+
+    first = {**contender_result("eos"), "throughput": {"events": 1000, "seconds": 2.0, "eps": 500.0}}
+    add_backlog_run(first, first, round_number=1, position=1)
+    add_backlog_run(first, {**contender_result("eos"), "throughput": {"events": 1000, "seconds": 1.0, "eps": 1000.0}},
+                    round_number=2, position=5)
+    assert first["throughput"]["eps"] == 750.0
+    assert first["throughput"]["seconds"] == 1.5
+    runs = [(r["round"], r["position"], r["eps"]) for r in first["throughput"]["runs"]]
+    assert runs == [(1, 1, 500.0), (2, 5, 1000.0)]
+    assert first["error"] is None
+
+    add_backlog_run(first, {**contender_result("eos"), "error": "RuntimeError: backlog timed out"}, 3, 1)
+    assert first["error"] == "round 3: RuntimeError: backlog timed out"
+    assert len(first["throughput"]["runs"]) == 2  # a failed run adds no figure

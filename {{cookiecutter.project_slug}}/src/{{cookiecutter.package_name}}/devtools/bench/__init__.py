@@ -23,7 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench-out", help="output directory (default: bench-out)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
                         help=f"comma-separated subset of {','.join(CONTENDERS)}")
-    parser.add_argument("--events", type=int, default=200_000, help="backlog size (default 200,000)")
+    parser.add_argument("--events", type=int, default=1_000_000,
+                        help="backlog size (default 1,000,000: 20 batches; a short one measures JIT warm-up)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="backlog runs per contender, every other round in reverse order (default 3)")
     parser.add_argument("--partitions", type=int, default=8, help="input partitions (default 8)")
     parser.add_argument("--keys", type=int, default=8, help="distinct keys (default 8: sample.py's colours)")
     parser.add_argument("--rate", type=float, default=500.0, help="events/s of the latency phase (default 500)")
@@ -47,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rounds < 1:
+        raise SystemExit("bench: --rounds must be at least 1")
     from .session import run_bench
 
     return run_bench(args)

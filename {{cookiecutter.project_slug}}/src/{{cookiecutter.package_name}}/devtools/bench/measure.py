@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 import uuid
@@ -46,7 +47,7 @@ def _epoch_ms(timestamp: str | None) -> float:
 
 @dataclass(frozen=True)
 class Profile:
-    events: int = 200_000
+    events: int = 1_000_000
     partitions: int = 8
     keys: int = 8
     warmup: int = 2_000
@@ -70,6 +71,21 @@ def _samples(latencies: list[float], points: int = 200) -> list[float]:
     if len(ordered) <= points:
         return [round(v, 2) for v in ordered]
     return [round(ordered[round(i * (len(ordered) - 1) / (points - 1))], 2) for i in range(points)]
+
+
+def add_backlog_run(into: dict[str, Any], run: dict[str, Any], round_number: int, position: int) -> None:
+    """Add one run's backlog throughput to a contender's result: `throughput.runs` lists every
+    run (round, position in that round's order), `eps` and `seconds` are their medians."""
+    measured = run.get("throughput")
+    if run.get("error") and run is not into:
+        into["error"] = into.get("error") or f"round {round_number}: {run['error']}"
+    if not measured:
+        return
+    runs = [*((into.get("throughput") or {}).get("runs") or []),
+            {"round": round_number, "position": position, "eps": measured["eps"], "seconds": measured["seconds"]}]
+    into["throughput"] = {"events": measured["events"],
+                          "seconds": round(statistics.median(r["seconds"] for r in runs), 3),
+                          "eps": round(statistics.median(r["eps"] for r in runs), 1), "runs": runs}
 
 
 class Run:

@@ -39,12 +39,13 @@ def contender_table(results: dict[str, Any]) -> list[str]:
         memory = c.get("peak_memory_mb") or {}
         rows.append([
             f"{name}: {c['label']}" + (f" **failed: {c['error']}**" if c.get("error") else ""),
-            eps, _cell(ratio(eps, eos_eps), 2), latency.get("p50"), latency.get("p99"), latency.get("count"),
+            eps, " / ".join(_cell(r["eps"], 0) for r in (c.get("throughput") or {}).get("runs") or []),
+            _cell(ratio(eps, eos_eps), 2), latency.get("p50"), latency.get("p99"), latency.get("count"),
             c.get("startup_s"),
             memory.get("driver_total"), memory.get("python_workers"), (c.get("recovery") or {}).get("seconds"),
             c.get("verified"),
         ])
-    return _table(["contender", "events/s (backlog)", "× eos", "latency p50 ms", "latency p99 ms",
+    return _table(["contender", "events/s (backlog, median)", "each round", "× eos", "latency p50 ms", "latency p99 ms",
                    "output records timed", "start-up s", "peak driver MB (python+JVM)", "python workers MB",
                    "recovery s", "counts exact"], rows)
 

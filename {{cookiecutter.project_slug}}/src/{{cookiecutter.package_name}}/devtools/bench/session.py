@@ -17,10 +17,11 @@ from typing import Any
 
 from ...session import KAFKA_CONNECTOR
 from ..kafka_local import provide_kafka
-from .measure import Profile, Run
+from .measure import Profile, Run, add_backlog_run
 from .microbench import commit_microbench
 from .report import markdown, plots
 from .stats import CONTENDERS, RESULT_SCHEMA, contender_result, summary, summary_line, validate
+from .workload import warm_broker
 
 
 def _loadavg() -> str:
@@ -35,6 +36,8 @@ def _profile(args: argparse.Namespace) -> Profile:
 
 
 SCALING_KEYS = (10, 10_000, 1_000_000)
+# Enough to compile the broker's produce, transaction and read_committed fetch paths.
+BROKER_WARM_UP_EVENTS = 500_000
 
 
 def _scaling(bootstrap: str, base: Profile, workdir: Path, log) -> list[dict[str, Any]]:
@@ -103,10 +106,21 @@ def run_bench(args: argparse.Namespace) -> int:
     with provide_kafka(workdir) as kafka:
         log(kafka.describe())
         environment["kafka"] = kafka.provider
-        for name in names:
-            log(f"bench: {name}: {contender_result(name)['label']}")
-            contenders[name] = Run(name, kafka.bootstrap_servers, profile, workdir).measure(
-                recovery=(name == "eos" and not args.no_recovery), log=log)
+        warm_up = min(profile.events, BROKER_WARM_UP_EVENTS)
+        log(f"bench: warming the broker up with {warm_up} events (untimed)")
+        environment["broker_warm_up_s"] = round(warm_broker(kafka.bootstrap_servers, profile.partitions, warm_up), 1)
+        for round_number in range(1, args.rounds + 1):
+            # Every other round in reverse order: whatever drifts during a run (the broker's JIT
+            # and caches, the machine) favours no contender; each one's figure is the median.
+            order = names if round_number % 2 else names[::-1]
+            for position, name in enumerate(order, 1):
+                log(f"bench: round {round_number}/{args.rounds}, {name}: {contender_result(name)['label']}")
+                run = Run(name, kafka.bootstrap_servers, profile, workdir)
+                if round_number == 1:  # the full measurement; later rounds time the backlog again
+                    contenders[name] = run.measure(recovery=(name == "eos" and not args.no_recovery), log=log)
+                    add_backlog_run(contenders[name], contenders[name], round_number, position)
+                else:
+                    add_backlog_run(contenders[name], run.measure(latency=False, log=log), round_number, position)
         commit: dict[str, Any] = {"runs": []}
         try:
             for shards in (1, 4):
