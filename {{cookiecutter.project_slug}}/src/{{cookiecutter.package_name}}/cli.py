@@ -1,6 +1,6 @@
 """{{ cookiecutter.project_name }}: {{ cookiecutter.description }}
 
-Commands: run, status, topics, config; with the tooling wing (devtools/, not shipped by
+Commands: run, status, savepoint, state, topics, config; with the tooling wing (devtools/, not shipped by
 spark-submit.sh): produce-sample, demo, chaos, bench, kafka up|down."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _config(args: argparse.Namespace) -> JobConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import logs, metrics
+    from . import logs, metrics, savepoint_commands
     from .job import spark_session
     from .preflight import check_before_spark
     from .runner import StopRequested, run
@@ -39,13 +39,16 @@ def _run(args: argparse.Namespace) -> int:
     config = _config(args)
     logs.configure(config)
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
+    restore = savepoint_commands.restore_plan(config, args.from_savepoint)
     if config.metrics_port:
         metrics.serve(config.metrics_port, config.metrics_host)
     stop = StopRequested()
     stop.install()
     spark = spark_session(config)
     try:
-        run(spark, config, stop, until_idle_batches=args.until_idle)
+        if restore is not None:
+            restore(spark)
+        run(spark, savepoint_commands.effective_config(config), stop, until_idle_batches=args.until_idle)
     finally:
         spark.stop()
     return 0
@@ -54,9 +57,10 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     import json
 
+    from . import savepoint_commands
     from .status import print_status, problems, report
 
-    status = report(_config(args))
+    status = report(savepoint_commands.effective_config(_config(args)))
     found = problems(status, args.max_batch_age, args.max_lag) if args.check else []
     if args.json:
         print(json.dumps({**status, "healthy": not found, "problems": found} if args.check else status, indent=1))
@@ -65,6 +69,24 @@ def _status(args: argparse.Namespace) -> int:
         for problem in found:
             print(f"unhealthy: {problem}")
     return 1 if found else 0
+
+
+def _savepoint(args: argparse.Namespace) -> int:
+    from . import savepoint_commands
+
+    if args.action == "create":
+        if not args.to:
+            raise ConfigError("--to", "savepoint create needs --to PATH (a new local path or s3:// location)")
+        return savepoint_commands.create(_config(args), args.to, args.timeout)
+    if not args.path:
+        raise ConfigError("path", "savepoint inspect needs the savepoint's PATH")
+    return savepoint_commands.inspect(args.path, args.json, args.limit)
+
+
+def _state(args: argparse.Namespace) -> int:
+    from . import savepoint_commands
+
+    return savepoint_commands.show_state(_config(args), args.json, args.limit)
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
@@ -146,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", _run, "start or resume the job from its checkpoint; SIGTERM stops it between batches")
     run.add_argument("--until-idle", type=int, metavar="N",
                      help="stop after N idle triggers in a row once input was processed (demos, tests)")
+    run.add_argument("--from-savepoint", metavar="PATH",
+                     help="start a new checkpoint (an empty checkpoint_location) from a savepoint")
     status = command("status", _status, "last committed batches, their offsets, sink log and lag")
     status.add_argument("--json", action="store_true", help="print it as one JSON object")
     status.add_argument("--check", action="store_true",
@@ -153,6 +177,19 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--max-batch-age", type=float, metavar="S",
                         help="stuck: input waits and no batch was committed for S seconds")
     status.add_argument("--max-lag", type=int, metavar="N", help="falling behind: more than N input records wait")
+    savepoint = command("savepoint", _savepoint,
+                        "create: stop the job at a batch boundary (if it runs) and save its state and positions; "
+                        "inspect: show a savepoint")
+    savepoint.add_argument("action", choices=["create", "inspect"])
+    savepoint.add_argument("path", nargs="?", help="inspect: the savepoint")
+    savepoint.add_argument("--to", metavar="PATH", help="create: a new local path or s3:// location")
+    savepoint.add_argument("--timeout", type=float, default=600.0,
+                           help="create: how long to wait for a running job to stop (default 600 s)")
+    savepoint.add_argument("--json", action="store_true", help="inspect: print it as one JSON object")
+    savepoint.add_argument("--limit", type=int, default=20, help="inspect: the keys shown, largest counts first")
+    state = command("state", _state, "the job's state (running or stopped): keys, counts, offsets, last published")
+    state.add_argument("--json", action="store_true", help="print it as one JSON object")
+    state.add_argument("--limit", type=int, default=20, help="the keys shown, largest counts first (default 20)")
     topics = command("topics", _topics, "create the job's input, output and dead-letter topics if missing")
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--partitions", type=int, default=4)

@@ -55,23 +55,49 @@ def keyed_records(events: DataFrame, key_field: str) -> DataFrame:
         F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP), DEAD_LETTER_KEY, DEAD_LETTER_VALUE)
 
 
-def count_changes(events: DataFrame, key_field: str, ttl_seconds: int = 0) -> Changes:
+def count_changes(events: DataFrame, key_field: str, ttl_seconds: int = 0, seed: DataFrame | None = None) -> Changes:
+    """`seed`: a savepoint's counts (key, count), a one-shot stream (savepoints.py), or None."""
     if ttl_seconds > 0:
         from .ttl_counting import count_with_ttl
 
+        if seed is not None:
+            raise ValueError("a savepoint's counts seed the default count only (state_ttl_seconds = 0)")
         frame = count_with_ttl(keyed_records(events, key_field), ttl_seconds)
         return Changes(frame, "append", dead_letters_inline=True)
+    if seed is not None:
+        return Changes(_count_in_jvm_seeded(events, key_field, seed), "update", dead_letters_inline=False)
     return Changes(_count_in_jvm(events, key_field), "update", dead_letters_inline=False)
+
+
+def _keyed(events: DataFrame, key_field: str) -> DataFrame:
+    good = F.col(REASON).isNull()
+    return events.select(F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY),
+                         F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP))
+
+
+def _changes(counts: DataFrame) -> DataFrame:
+    is_count = F.col(GROUP_KEY).isNotNull()
+    return counts.select(
+        F.when(is_count, F.lit(KIND_COUNT)).otherwise(F.lit(KIND_DEAD_LETTERS_IN_PARTITION)).alias("kind"),
+        F.coalesce(F.col(GROUP_KEY), F.col(DEAD_LETTER_GROUP).cast("string")).alias("key"),
+        "count", F.lit(None).cast("string").alias(DEAD_LETTER_VALUE))
 
 
 def _count_in_jvm(events: DataFrame, key_field: str) -> DataFrame:
     """Good events by key, dead letters by input partition, one aggregation. Spark's hash skips
     nulls, so a good event's state lives where its key alone would put it."""
-    good = F.col(REASON).isNull()
-    keyed = events.select(F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY),
-                          F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP))
-    is_count = F.col(GROUP_KEY).isNotNull()
-    return keyed.groupBy(*GROUPING).count().select(
-        F.when(is_count, F.lit(KIND_COUNT)).otherwise(F.lit(KIND_DEAD_LETTERS_IN_PARTITION)).alias("kind"),
-        F.coalesce(F.col(GROUP_KEY), F.col(DEAD_LETTER_GROUP).cast("string")).alias("key"),
-        "count", F.lit(None).cast("string").alias(DEAD_LETTER_VALUE))
+    return _changes(_keyed(events, key_field).groupBy(*GROUPING).count())
+
+
+def _count_in_jvm_seeded(events: DataFrame, key_field: str, seed: DataFrame) -> DataFrame:
+    """The same count, started from a savepoint's counts: each event weighs 1, each seed row its
+    count, and `seeded` is the key's seed (one seed row per key: its max; its own aggregate name
+    keeps the state's two values apart, see savepoints.read_state_counts). A key whose total is
+    its seed had no event yet (the first batch carries every seeded key): nothing to publish."""
+    events_weighted = _keyed(events, key_field).select("*", F.lit(1).cast("bigint").alias("weight"),
+                                                         F.lit(0).cast("bigint").alias("seed_weight"))
+    seeds = seed.select(F.col("key").alias(GROUP_KEY), F.lit(None).cast("int").alias(DEAD_LETTER_GROUP),
+                        F.col("count").alias("weight"), F.col("count").alias("seed_weight"))
+    counts = events_weighted.unionByName(seeds).groupBy(*GROUPING).agg(
+        F.sum("weight").alias("count"), F.max("seed_weight").alias("seeded"))
+    return _changes(counts.where(F.col("count") != F.col("seeded")))

@@ -32,8 +32,9 @@ from .storage import resolve_location
 EARLIEST = -2  # Spark's startingOffsets value for a partition's earliest offset
 
 
-def dead_letter_reader(config: JobConfig, schema: EventSchema):
-    """The sink's read-back function: (session, references, batch id) -> the dead letters' records."""
+def dead_letter_reader(config: JobConfig, schema: EventSchema, first_batch_id: int = 0):
+    """The sink's read-back function: (session, references, batch id) -> the dead letters' records.
+    `first_batch_id`: added to the batch id the records carry (savepoints.first_batch_id)."""
     location = resolve_location(config.checkpoint_location)
 
     def read_back(spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
@@ -52,7 +53,7 @@ def dead_letter_reader(config: JobConfig, schema: EventSchema):
             .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka_client.py)
             .load()
         )
-        return dead_letters(records, schema, config.dead_letter_topic, batch_id)
+        return dead_letters(records, schema, config.dead_letter_topic, first_batch_id + batch_id)
 
     return read_back
 

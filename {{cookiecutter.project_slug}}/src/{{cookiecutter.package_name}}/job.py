@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from . import object_store
+from . import object_store, savepoints
 from .config import JobConfig
 from .counting import Changes, count_changes
 from .dead_letter_reads import dead_letter_reader
@@ -69,8 +69,17 @@ def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
     return where_in_place(events, F.col(REASON).isNotNull() | F.expr(config.filter))
 
 
-def count_by_key(events: DataFrame, config: JobConfig) -> Changes:
-    return count_changes(events, config.key_field, config.state_ttl_seconds)
+def count_by_key(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
+    return count_changes(events, config.key_field, config.state_ttl_seconds, seed)
+
+
+def savepoint_seed(spark: SparkSession, config: JobConfig) -> DataFrame | None:
+    """A checkpoint started from a savepoint reads its counts once, in its first batch (Spark's
+    file source records in the checkpoint that it did); None for any other checkpoint."""
+    location = savepoints.seed_location(config)
+    if location is None:
+        return None
+    return spark.readStream.schema(savepoints.STATE_SCHEMA).parquet(location)
 
 
 def sink_settings(config: JobConfig) -> SinkSettings:
@@ -87,8 +96,10 @@ def sink_settings(config: JobConfig) -> SinkSettings:
 
 
 def write_changes(changes: Changes, config: JobConfig) -> DataStreamWriter:
-    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config))
-    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, for_batch, read_back)
+    first = savepoints.first_batch_id(config)
+    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config), first)
+    encoder = for_batch if first == 0 else lambda records, batch_id: for_batch(records, first + batch_id)
+    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, encoder, read_back)
     return (
         encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)
         .outputMode(changes.output_mode)
@@ -100,4 +111,4 @@ def write_changes(changes: Changes, config: JobConfig) -> DataStreamWriter:
 
 def build_query(spark: SparkSession, config: JobConfig) -> DataStreamWriter:
     events = parse(read_events(spark, config), config)
-    return write_changes(count_by_key(keep_matching(events, config), config), config)
+    return write_changes(count_by_key(keep_matching(events, config), config, savepoint_seed(spark, config)), config)

@@ -18,11 +18,13 @@ from pyspark.sql.streaming import StreamingQuery
 
 from . import metrics, preflight
 from .config import JobConfig
+from .driver_presence import Heartbeat
 from .errors import ConfigError, Fenced, GaveUp, KafkaUnreachable
 from .job import build_query
 from .logs import event
 from .outage import OutageTolerance
 from .sink.coordinator import ProducerFenced
+from .storage import resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,22 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
     strategy = RestartStrategy.from_config(config)
     outage = OutageTolerance(config, stop.event)
     preflight.run_all(spark, config)
+    heartbeat = Heartbeat(resolve_location(config.checkpoint_location), lambda reason: _stop_on_request(stop, reason))
+    heartbeat.start()
+    try:
+        _run_until_stopped(spark, config, stop, until_idle_batches, strategy, outage)
+    finally:
+        heartbeat.stop()
+
+
+def _stop_on_request(stop: StopRequested, reason: str) -> None:
+    if not stop.event.is_set():
+        log.info("stop requested (%s): stopping at the next batch boundary", reason)
+        stop.event.set()
+
+
+def _run_until_stopped(spark: SparkSession, config: JobConfig, stop: StopRequested, until_idle_batches: int | None,
+                       strategy: RestartStrategy, outage: OutageTolerance) -> None:
     while True:
         query = build_query(spark, config).start()
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,

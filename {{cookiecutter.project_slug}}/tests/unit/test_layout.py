@@ -76,4 +76,5 @@ def test_the_job_runs_without_its_tooling_wing(tmp_path: Path) -> None:
     result = subprocess.run([*command, "config"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     listed = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
-    assert listed.stdout.startswith("usage: {{ cookiecutter.package_name }} [-h] {run,status,topics,config}"), listed.stdout
+    usage = "usage: {{ cookiecutter.package_name }} [-h] {run,status,savepoint,state,topics,config}"
+    assert listed.stdout.startswith(usage), listed.stdout

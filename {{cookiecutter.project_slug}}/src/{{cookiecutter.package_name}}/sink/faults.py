@@ -32,12 +32,17 @@ AFTER_LOG_COMMITTED = "after_log_committed"  # the log says committed; no commit
 WRITING_SPARK_COMMIT = "writing_spark_commit"
 POINTS = (BATCH_COMPUTED, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED,
           WRITING_SPARK_COMMIT)
+# Savepoints (savepoints.py), batch 0: `savepoint create` wrote the state, not the manifest;
+# `run --from-savepoint` copied the seed into the new checkpoint, not the origin file.
+SAVEPOINT_STATE_WRITTEN = "savepoint_state_written"
+SAVEPOINT_SEED_COPIED = "savepoint_seed_copied"
+SAVEPOINT_POINTS = (SAVEPOINT_STATE_WRITTEN, SAVEPOINT_SEED_COPIED)
 
 
 def armed_point() -> str | None:
     point = os.environ.get(POINT_VARIABLE) or None
-    if point is not None and point not in POINTS:
-        raise ValueError(f"{POINT_VARIABLE}={point!r} is not one of {', '.join(POINTS)}")
+    if point is not None and point not in POINTS + SAVEPOINT_POINTS:
+        raise ValueError(f"{POINT_VARIABLE}={point!r} is not one of {', '.join(POINTS + SAVEPOINT_POINTS)}")
     return point
 
 

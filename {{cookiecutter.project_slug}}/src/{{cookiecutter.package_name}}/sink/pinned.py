@@ -58,3 +58,10 @@ def check_and_pin(location: str, current: PinnedSettings) -> list[str]:
     if recorded is None or changed:
         write_atomic(fs, path, json.dumps(asdict(current), indent=1, sort_keys=True).encode())
     return changed
+
+
+def read_pinned(location: str) -> PinnedSettings | None:
+    """The settings the checkpoint's batches were published with, if it recorded them."""
+    fs, base = filesystem(location)
+    path = f"{base}/{FILE}"
+    return PinnedSettings(**json.loads(read_bytes(fs, path))) if exists(fs, path) else None

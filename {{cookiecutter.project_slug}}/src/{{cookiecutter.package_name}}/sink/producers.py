@@ -57,3 +57,16 @@ def reset(settings: SinkSettings) -> None:
         stale = _pool.pop((settings.bootstrap_servers, settings.transactional_id(shard), shard), None)
         if stale is not None:
             stale.producer.flush(0)
+
+
+def fence(settings: SinkSettings) -> None:
+    """Take over every shard's transactional id once and let go: whatever transaction a stopped
+    or killed driver left open is aborted (init_transactions), so its markers are settled."""
+    for shard in range(settings.shards):
+        producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
+            "transactional.id": settings.transactional_id(shard),
+            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
+            **quiet_client_logs(__name__),
+        }))
+        producer.init_transactions(settings.commit_timeout_seconds)
+        producer.flush(0)

@@ -1,0 +1,189 @@
+"""The savepoint commands (`savepoint create|inspect`, `state`, `run --from-savepoint`): what
+they read from Kafka and the checkpoint, and what they print. The savepoint itself is
+savepoints.py. Nothing heavy is imported until a command runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from . import driver_presence, savepoints
+from .config import JobConfig
+from .errors import ConfigError
+from .savepoints import effective_config
+from .storage import resolve_location
+
+log = logging.getLogger(__name__)
+
+__all__ = ["create", "effective_config", "inspect", "restore_plan", "show_state"]
+
+
+def _markers(config: JobConfig, sink_id: str, settled: bool = True) -> dict[int, int]:
+    from .sink.marker import read_markers
+
+    return read_markers(config.bootstrap_servers, config.marker_topic, sink_id, config.kafka, settled=settled)
+
+
+def _fence_old_producers(config: JobConfig) -> None:
+    """Abort a transaction the stopped job may have left open (it was killed mid-commit): the
+    savepoint's markers must be settled, and the restored job's new transactional ids would
+    never abort it (read_committed consumers would wait for its time-out)."""
+    from .job import sink_settings
+    from .sink.pinned import read_pinned
+    from .sink.producers import fence
+
+    if not config.exactly_once:
+        return
+    settings = sink_settings(config)
+    pinned = read_pinned(settings.checkpoint)
+    if pinned is not None:  # the ids the stopped job used, whatever the configuration says now
+        settings = dataclasses.replace(settings, sink_id=pinned.sink_id, shards=pinned.commit_shards,
+                                       transactional_id_prefix=pinned.transactional_id_prefix)
+    fence(settings)
+
+
+def _session(config: JobConfig, name: str):
+    """The job's own session (its master, its S3 settings for a checkpoint on S3), without a UI."""
+    from .job import spark_session
+
+    return spark_session(dataclasses.replace(config, ui_port=0), app_name=name)
+
+
+def create(config: JobConfig, to: str, timeout: float) -> int:
+    """Stop the job at a batch boundary if it runs on the checkpoint, then save it."""
+    location = resolve_location(config.checkpoint_location)
+    effective = effective_config(config)
+    if driver_presence.running_driver(location) is not None:
+        driver_presence.request_stop(location, f"savepoint to {resolve_location(to)}")
+        try:
+            driver_presence.wait_until_stopped(location, timeout, log.info)
+        finally:
+            driver_presence.clear_stop_request(location)
+        log.info("the job stopped")
+    _fence_old_producers(effective)
+    markers = _markers(effective, effective.sink_id)
+    spark = _session(config, "savepoint-create")
+    try:
+        manifest = savepoints.create(spark, config, effective, to, markers)
+    finally:
+        spark.stop()
+    print(f"savepoint {resolve_location(to)}: batch {manifest.batch_id}, {manifest.keys} keys, {manifest.total} "
+          f"events counted, offsets {json.dumps(manifest.source_offsets)}, sink {manifest.sink_id!r} "
+          f"(generation {manifest.generation}) published {manifest.published}")
+    print(f"resume with: run --from-savepoint {resolve_location(to)} --set checkpoint_location=<a new path>")
+    return 0
+
+
+def restore_plan(config: JobConfig, path: str | None) -> Callable[[Any], None] | None:
+    """For `run --from-savepoint`: check the savepoint against the job and Kafka now, before
+    Spark starts, and return what prepares the new checkpoint once Spark runs (None: nothing
+    to do, a plain run or the resumption of a checkpoint already started from `path`)."""
+    origin = savepoints.read_origin(config)
+    if origin is not None:
+        if path is not None and resolve_location(path) != origin.savepoint:
+            raise ConfigError("--from-savepoint", f"{resolve_location(config.checkpoint_location)} was started from "
+                              f"{origin.savepoint}, not from {resolve_location(path)}")
+        return None  # resuming: the checkpoint knows where it came from
+    if path is None:
+        return None
+    if config.state_ttl_seconds > 0:
+        raise ConfigError("state_ttl_seconds", "--from-savepoint seeds the default count (state_ttl_seconds = 0); "
+                          "the TTL operator's state cannot be seeded yet")
+    manifest = savepoints.read_manifest(path)
+    next_sink = savepoints.generation_sink_id(config.sink_id, manifest.generation + 1)
+    savepoints.check_restorable(manifest, config, resolve_location(path),
+                                markers_then=_markers(config, manifest.sink_id, settled=False),
+                                markers_next=_markers(config, next_sink, settled=False))
+
+    def prepare(spark) -> None:
+        origin = savepoints.start_from(spark, config, path, manifest)
+        log.info("new checkpoint %s from savepoint %s (batch %d, %d keys): sink %r, source from %s",
+                 resolve_location(config.checkpoint_location), origin.savepoint, manifest.batch_id, manifest.keys,
+                 origin.sink_id, origin.starting_offsets)
+
+    return prepare
+
+
+def _top_counts(table, limit: int) -> list[dict[str, Any]]:
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0 or limit <= 0:
+        return []
+    order = pc.sort_indices(table, sort_keys=[("count", "descending"), ("key", "ascending")])
+    return table.take(order[:limit]).to_pylist()
+
+
+def inspect(path: str, as_json: bool, limit: int) -> int:
+    import pyarrow.dataset as ds
+
+    from .storage import filesystem
+
+    manifest = savepoints.read_manifest(path)
+    fs, base = filesystem(path)
+    table = ds.dataset([f"{base}/{f['path']}" for f in manifest.files], filesystem=fs, format="parquet").to_table()
+    shown = _top_counts(table, limit)
+    document = {**json.loads(manifest.to_json()), "path": resolve_location(path), "top_keys": shown}
+    if as_json:
+        print(json.dumps(document, indent=1))
+        return 0
+    print(f"savepoint {document['path']} (format {manifest.format_version})")
+    print(f"  taken at batch {manifest.batch_id}, sink {manifest.sink_id!r} (generation {manifest.generation})")
+    print(f"  source offsets  {json.dumps(manifest.source_offsets)}")
+    print("  last published  " + ", ".join(f"shard {s}: batch {b}" for s, b in manifest.published.items()))
+    print(f"  keys {manifest.keys}, events counted {manifest.total}; TTL: none (state_ttl_seconds = 0)")
+    print("  config  " + ", ".join(f"{name}={value!r}" for name, value in manifest.config.items()))
+    _print_counts(shown, manifest.keys)
+    return 0
+
+
+def _print_counts(shown: list[dict[str, Any]], keys: int) -> None:
+    if not shown:
+        return
+    width = max(len(str(row["key"])) for row in shown)
+    shown_of = f"   ({len(shown)} of {keys}, largest first)" if keys > len(shown) else ""
+    print(f"  {'key'.ljust(width)}  count{shown_of}")
+    for row in shown:
+        print(f"  {str(row['key']).ljust(width)}  {row['count']}")
+
+
+def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
+    """The checkpoint's state as of its last committed batch (the job may be running)."""
+    from pyspark.sql import functions as F
+
+    from . import checkpoint
+
+    effective = effective_config(config)
+    location = resolve_location(config.checkpoint_location)
+    committed = checkpoint.committed_batches(location)
+    if not committed:
+        raise ConfigError("checkpoint_location", f"{location} has no committed batch: no state yet")
+    batch = committed[-1]
+    markers = _markers(effective, effective.sink_id, settled=False) if effective.exactly_once else {}
+    spark = _session(config, "state")
+    try:
+        counts = savepoints.read_state_counts(spark, config, batch)
+        totals = counts.agg(F.count("*").alias("keys"), F.sum("count").alias("total")).first()
+        shown = [row.asDict() for row in counts.orderBy(F.desc("count"), "key").limit(max(limit, 0)).collect()]
+    finally:
+        spark.stop()
+    document = {
+        "checkpoint": location, "batch_id": batch, "sink_id": effective.sink_id,
+        "running": driver_presence.running_driver(location) is not None,
+        "source_offsets": {config.input_topic: checkpoint.input_offsets(location, batch, config.input_topic)},
+        "published": {str(shard): b for shard, b in sorted(markers.items())},
+        "keys": int(totals["keys"]), "total": int(totals["total"] or 0), "ttl_seconds": config.state_ttl_seconds,
+        "top_keys": shown,
+    }
+    if as_json:
+        print(json.dumps(document, indent=1))
+        return 0
+    print(f"state of {location} after batch {batch} ({'running' if document['running'] else 'stopped'})")
+    print(f"  source offsets  {json.dumps(document['source_offsets'])}")
+    print("  last published  " + (", ".join(f"shard {s}: batch {b}" for s, b in document["published"].items())
+                                   or "nothing yet") + f" (sink {effective.sink_id!r})")
+    print(f"  keys {document['keys']}, events counted {document['total']}")
+    _print_counts(shown, document["keys"])
+    return 0

@@ -1,0 +1,307 @@
+"""Savepoints: a portable snapshot of the job, taken on purpose, from which a changed or
+rescaled job resumes where the old one stopped (the seeds' savepoints, on Spark).
+
+A savepoint is a directory (local path or s3://):
+
+    manifest.json       written last: format version, the batch it was taken at, the source
+                        offsets after that batch, the sink's last published batch per shard,
+                        the configuration that decides what a count means, checksums
+    state/*.parquet     every key's count (key STRING, count BIGINT), read from the checkpoint
+                        with Spark's state data source
+
+Spark's checkpoint is tied to the query's plan and its shuffle partitions; a savepoint is not.
+`run --from-savepoint PATH` starts a *new* checkpoint from it:
+
+- the source starts at the savepoint's offsets;
+- the counts enter the new checkpoint's state in its first batch: the savepoint's counts are
+  a second, one-shot streaming source (Spark's file source, which records in the checkpoint
+  that it read them, so a re-run of batch 0 reads them again and no later batch does), summed
+  with the events; a key is published only when events changed it, not for its seeded count;
+- batch ids start at 0 again, so the sink gets a new identity: generation g+1 of the sink id
+  (`<sink_id>.g<g+1>`: its own markers and transactional ids). The savepoint records the
+  generation it was taken from; the new checkpoint records the one it runs (origin file).
+
+Unsafe restores are refused: another format version, a state file that does not match its
+checksum, another key field or schema, a savepoint older than what its sink published since,
+a savepoint that a checkpoint already started from, a non-empty checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import checkpoint
+from .config import JobConfig
+from .errors import ConfigError
+from .storage import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+STATE_DIR = "state"
+STATE_SCHEMA = "key STRING, count BIGINT"
+# In a checkpoint started from a savepoint: where it came from, and the seed the first batch reads.
+ORIGIN_FILE = "savepoint-origin.json"
+SEED_DIR = "savepoint-seed"
+# A savepoint records these options; a restore with other values of them is refused.
+MEANING = ("key_field", "schema")
+# And these, for the record (a restore may change them).
+RECORDED = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic", "filter", "sink_id",
+            "transactional_id_prefix", "commit_shards", "shuffle_partitions", "state_ttl_seconds")
+
+
+class SavepointError(ConfigError):
+    """A savepoint that cannot be taken or restored safely; names the option or the path."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What a checkpoint started from a savepoint keeps (`<checkpoint>/savepoint-origin.json`)."""
+
+    savepoint: str
+    manifest_sha256: str
+    generation: int
+    sink_id: str  # the generation's sink id: markers, transactional ids, sink log
+    starting_offsets: str  # Spark's JSON form, the savepoint's offsets
+    first_batch_id: int  # the batch id the output records of this checkpoint's batch 0 carry
+
+
+def generation_sink_id(sink_id: str, generation: int) -> str:
+    return sink_id if generation == 0 else f"{sink_id}.g{generation}"
+
+
+def read_origin(config: JobConfig) -> Origin | None:
+    fs, base = filesystem(config.checkpoint_location)
+    path = f"{base}/{ORIGIN_FILE}"
+    if not exists(fs, path):
+        return None
+    return Origin(**json.loads(read_bytes(fs, path)))
+
+
+def effective_config(config: JobConfig) -> JobConfig:
+    """The configuration a checkpoint runs with: started from a savepoint, its generation's sink
+    id and the savepoint's offsets. Every command that reads the sink's markers goes through here."""
+    origin = read_origin(config)
+    if origin is None:
+        return config
+    return dataclasses.replace(config, sink_id=origin.sink_id, starting_offsets=origin.starting_offsets)
+
+
+def first_batch_id(config: JobConfig) -> int:
+    """What to add to Spark's batch id for the `batch_id` of the output records: a checkpoint
+    started from a savepoint continues the numbering of the job it was taken from, so that
+    batch ids on the output topics keep growing (the markers use Spark's own batch ids)."""
+    origin = read_origin(config)
+    return 0 if origin is None else origin.first_batch_id
+
+
+def seed_location(config: JobConfig) -> str | None:
+    """The savepoint counts the checkpoint's first batch reads, or None (not from a savepoint)."""
+    if read_origin(config) is None:
+        return None
+    return f"{resolve_location(config.checkpoint_location).rstrip('/')}/{SEED_DIR}"
+
+
+# --- the manifest ---------------------------------------------------------------------------
+
+@dataclass
+class Manifest:
+    format_version: int
+    created_at: float
+    batch_id: int  # the last batch the savepoint includes (Spark's, in its checkpoint)
+    first_batch_id: int  # the output batch id of that checkpoint's batch 0 (first_batch_id())
+    generation: int
+    sink_id: str  # the generation's sink id (markers)
+    source_offsets: dict[str, dict[str, int]]  # {"<topic>": {"<partition>": next offset}}
+    published: dict[str, int]  # the sink's last published batch per shard, {"<shard>": batch}
+    config: dict[str, Any]
+    keys: int
+    total: int
+    files: list[dict[str, Any]] = field(default_factory=list)  # {"path", "bytes", "sha256"}
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> Manifest:
+        try:
+            raw = json.loads(data)
+        except ValueError as error:
+            raise SavepointError("savepoint", f"{where}: the manifest is not JSON ({error})") from None
+        version = raw.get("format_version") if isinstance(raw, dict) else None
+        if version != FORMAT_VERSION:
+            raise SavepointError("savepoint", f"{where}: format version {version!r}; this job reads version "
+                                 f"{FORMAT_VERSION} (take a new savepoint with the job that wrote it)")
+        try:
+            return cls(**raw)
+        except TypeError as error:
+            raise SavepointError("savepoint", f"{where}: the manifest is incomplete ({error})") from None
+
+
+def _sha256(fs, path: str) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with fs.open_input_stream(path) as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def read_manifest(path: str, verify: bool = True) -> Manifest:
+    """The savepoint at `path`, its state files checked against their checksums (`verify`)."""
+    fs, base = filesystem(path)
+    where = resolve_location(path)
+    if not exists(fs, f"{base}/{MANIFEST}"):
+        what = "an unfinished savepoint (no manifest: its creation was cut short)" if exists(fs, base) else "nothing"
+        raise SavepointError("savepoint", f"{where} holds {what}; take a savepoint with `savepoint create`")
+    manifest = Manifest.from_json(read_bytes(fs, f"{base}/{MANIFEST}"), where)
+    if verify:
+        for entry in manifest.files:
+            digest, size = _sha256(fs, f"{base}/{entry['path']}")
+            if (digest, size) != (entry["sha256"], entry["bytes"]):
+                raise SavepointError("savepoint", f"{where}/{entry['path']}: {size} bytes with sha256 {digest}, the "
+                                     f"manifest says {entry['bytes']} bytes with {entry['sha256']}: it was changed "
+                                     "or damaged")
+    return manifest
+
+
+# --- create ---------------------------------------------------------------------------------
+
+def savepoint_batch(config: JobConfig, markers: dict[int, int]) -> int:
+    """The batch a savepoint of a stopped checkpoint is taken at: the last one Spark committed.
+    A planned batch after it is fine when the sink did not publish it (Spark would compute it
+    again from the same offsets); one the sink published is not (its state is in the
+    checkpoint, its commit is not): the job must finish it first."""
+    location = resolve_location(config.checkpoint_location)
+    committed = checkpoint.committed_batches(location)
+    if not committed:
+        raise SavepointError("checkpoint_location", f"{location} has no committed batch: nothing to save")
+    newest = committed[-1]
+    published = max(markers.values(), default=-1)
+    if published > newest:
+        raise SavepointError(
+            "checkpoint_location", f"batch {published} was published, but {location} has it not committed (the "
+            "job stopped between the sink's commit and Spark's): run the job once more (`run --until-idle 1`), "
+            "then take the savepoint")
+    return newest
+
+
+def read_state_counts(spark, config: JobConfig, batch_id: int):
+    """Every key's count after `batch_id`, from the checkpoint's state (Spark's state data
+    source), as a DataFrame (STATE_SCHEMA). The dead letters' per-partition counts are left out."""
+    from pyspark.sql import functions as F
+
+    from .counting import GROUP_KEY
+
+    if config.state_ttl_seconds > 0:
+        raise SavepointError("state_ttl_seconds", "savepoints and `state` read the default count's state "
+                             "(state_ttl_seconds = 0); the TTL operator's state is not read or seeded yet")
+    spark.streams  # noqa: B018 - starts the StateStoreCoordinator, which reading a RocksDB store needs
+    state = (spark.read.format("statestore").option("batchId", batch_id)
+             .load(resolve_location(config.checkpoint_location)))
+    # The aggregation's buffer: `count`, or in a checkpoint started from a savepoint the sum of
+    # the weights (`sum`) next to the seed (`max`) (counting._count_in_jvm_seeded).
+    value_fields = state.schema["value"].dataType.fieldNames()
+    count = "count" if "count" in value_fields else "sum"
+    return state.where(F.col(f"key.{GROUP_KEY}").isNotNull()).select(
+        F.col(f"key.{GROUP_KEY}").alias("key"), F.col(f"value.{count}").cast("bigint").alias("count"))
+
+
+def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dict[int, int]) -> Manifest:
+    """Take a savepoint of the stopped job's checkpoint into `to` (a new path; one left
+    unfinished by a crash is replaced). `effective`: the configuration the checkpoint runs with
+    (effective_config); `markers`: its sink's last published batch per shard, read settled."""
+    from pyspark.sql import functions as F
+
+    fs, base = filesystem(to)
+    where = resolve_location(to)
+    if exists(fs, f"{base}/{MANIFEST}"):
+        raise SavepointError("savepoint", f"{where} already holds a savepoint; choose a new path")
+    if exists(fs, base):
+        fs.delete_dir(base)  # an unfinished one: its manifest, written last, is missing
+    batch_id = savepoint_batch(config, markers)
+    location = resolve_location(config.checkpoint_location)
+    offsets = checkpoint.input_offsets(location, batch_id, config.input_topic)
+    counts = read_state_counts(spark, config, batch_id)
+    counts.coalesce(1).write.parquet(f"{where.rstrip('/')}/{STATE_DIR}")
+    totals = counts.agg(F.count("*").alias("keys"), F.sum("count").alias("total")).first()
+    _maybe_crash("SAVEPOINT_STATE_WRITTEN")
+    files = []
+    for name in sorted(list_names(fs, f"{base}/{STATE_DIR}")):
+        if name.endswith(".parquet"):
+            digest, size = _sha256(fs, f"{base}/{STATE_DIR}/{name}")
+            files.append({"path": f"{STATE_DIR}/{name}", "bytes": size, "sha256": digest})
+    origin = read_origin(config)
+    manifest = Manifest(
+        format_version=FORMAT_VERSION, created_at=time.time(), batch_id=batch_id,
+        first_batch_id=origin.first_batch_id if origin else 0,
+        generation=origin.generation if origin else 0, sink_id=effective.sink_id,
+        source_offsets={config.input_topic: offsets},
+        published={str(shard): batch for shard, batch in sorted(markers.items())},
+        config={name: getattr(config, name) for name in (*MEANING, *RECORDED)},
+        keys=int(totals["keys"]), total=int(totals["total"] or 0), files=files)
+    write_atomic(fs, f"{base}/{MANIFEST}", manifest.to_json())
+    return manifest
+
+
+# --- restore --------------------------------------------------------------------------------
+
+def check_restorable(manifest: Manifest, config: JobConfig, where: str, markers_then: dict[int, int],
+                     markers_next: dict[int, int]) -> None:
+    """Refuse what would lose or double counts. `markers_then`: the savepoint's generation's
+    markers now; `markers_next`: those of the generation a restore would start."""
+    for option in MEANING:
+        if manifest.config.get(option) != getattr(config, option):
+            raise SavepointError(option, f"{getattr(config, option)!r}, but savepoint {where} was taken with "
+                                 f"{manifest.config.get(option)!r}: its counts mean something else")
+    if manifest.config.get("input_topic") != config.input_topic:
+        raise SavepointError("input_topic", f"{config.input_topic!r}, but savepoint {where} holds offsets of "
+                             f"{manifest.config.get('input_topic')!r}")
+    newer = {shard: batch for shard, batch in markers_then.items() if batch > manifest.batch_id}
+    if newer:
+        raise SavepointError("savepoint", f"{where} was taken at batch {manifest.batch_id}, but sink "
+                             f"{manifest.sink_id!r} published up to batch {max(newer.values())} since: the savepoint "
+                             "is older than the output. Take a new savepoint of the job that published them.")
+    if markers_next:
+        raise SavepointError("savepoint", f"a job already started from {where} and published batches as sink "
+                             f"{generation_sink_id(manifest.config['sink_id'], manifest.generation + 1)!r}; a second "
+                             "start would publish its counts again. Resume that job's checkpoint, or take a new "
+                             "savepoint of it.")
+
+
+def start_from(spark, config: JobConfig, path: str, manifest: Manifest) -> Origin:
+    """Prepare a new checkpoint to start from the savepoint (checked by check_restorable):
+    the savepoint's counts copied in as the first batch's seed, then the origin file. Once
+    the origin file is there, `run` resumes this checkpoint like any other."""
+    location = resolve_location(config.checkpoint_location)
+    if not checkpoint.is_new(location):
+        raise SavepointError("checkpoint_location", f"{location} already holds a job's checkpoint; a savepoint "
+                             "starts a new one: point checkpoint_location at an empty path")
+    fs, base = filesystem(location)
+    seed = f"{location.rstrip('/')}/{SEED_DIR}"
+    if exists(fs, f"{base}/{SEED_DIR}"):
+        fs.delete_dir(f"{base}/{SEED_DIR}")  # left by a start cut short before its origin file
+    spark.read.schema(STATE_SCHEMA).parquet(f"{resolve_location(path).rstrip('/')}/{STATE_DIR}") \
+        .coalesce(1).write.parquet(seed)
+    _maybe_crash("SAVEPOINT_SEED_COPIED")
+    fs_savepoint, savepoint_base = filesystem(path)
+    origin = Origin(
+        savepoint=resolve_location(path),
+        manifest_sha256=hashlib.sha256(read_bytes(fs_savepoint, f"{savepoint_base}/{MANIFEST}")).hexdigest(),
+        generation=manifest.generation + 1,
+        sink_id=generation_sink_id(manifest.config["sink_id"], manifest.generation + 1),
+        starting_offsets=json.dumps(manifest.source_offsets),
+        first_batch_id=manifest.first_batch_id + manifest.batch_id + 1,
+    )
+    write_atomic(fs, f"{base}/{ORIGIN_FILE}", json.dumps(dataclasses.asdict(origin), indent=1).encode())
+    return origin
+
+
+def _maybe_crash(point: str) -> None:
+    from .sink import faults  # the sink package imports PySpark: not at import time (`config` stays light)
+
+    faults.maybe_crash(getattr(faults, point), 0)

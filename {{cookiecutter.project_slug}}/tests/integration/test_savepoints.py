@@ -1,0 +1,160 @@
+"""Savepoints: stop a running job with a savepoint, change its parallelism, its commit shards
+and its filter, resume it from the savepoint in a new checkpoint while events keep arriving,
+and check what a read_committed consumer sees against the input: events before the
+savepoint's offsets counted with the old filter, events after them with the new one. Then
+the same through a SIGKILL while the savepoint is written, and while the resumed job runs its
+first batch."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from harness import CONFIG, EXACTLY_ONCE, produce_sample, stop
+
+from {{ cookiecutter.package_name }}.devtools.processes import start_job
+from {{ cookiecutter.package_name }}.devtools.readback import read_positions
+from {{ cookiecutter.package_name }}.devtools.sample import SampleInput, as_key
+from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify
+from {{ cookiecutter.package_name }}.savepoints import read_manifest
+from {{ cookiecutter.package_name }}.sink import faults
+
+pytestmark = pytest.mark.integration
+
+NEW_FILTER = "true"  # after the savepoint every well-formed event counts, the old filter's rejects too
+PARTITIONS = 4
+
+
+class Stream(threading.Thread):
+    """Events keep arriving: a small sample every 0.3 s until stopped."""
+
+    def __init__(self, job, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.job, self.seed = job, seed
+        self.samples: list[SampleInput] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            self.seed += 1
+            self.samples.append(produce_sample(self.job, count=60, seed=self.seed, partitions=PARTITIONS))
+            self.done.wait(0.3)
+
+    def stop(self) -> list[SampleInput]:
+        self.done.set()
+        self.join(30)
+        return self.samples
+
+
+def expected_counts(job, samples: list[SampleInput], savepoint_offsets: dict[str, int]) -> dict[str, int]:
+    """From the input as Kafka holds it: below the savepoint's offsets the old filter decides
+    (the values it keeps, evaluated apart from the job), from them on the new one ("true")."""
+    malformed = {value for sample in samples for value in sample.malformed_values}
+    counts: dict[str, int] = {}
+    for partition, offset, value in read_positions(job.bootstrap_servers, job.input_topic):
+        if value is None or value in malformed:
+            continue
+        before = offset < savepoint_offsets[str(partition)]
+        if before and value not in job.counted_values:
+            continue
+        key = as_key(json.loads(value)[CONFIG.key_field])
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def cli(job, arguments: list[str], settings: dict[str, str], name: str, env: dict[str, str] | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess:
+    log_path = job.workdir / f"{name}.log"
+    process = start_job(arguments, settings, job.workdir, log_path, env)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        stop(process, signal.SIGKILL)
+        raise AssertionError(f"{arguments[:2]} did not finish within {timeout}s; log: {log_path}") from None
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout=log_path.read_text())
+
+
+def wait_for(job, wanted: dict[str, int], process: subprocess.Popen, log_path: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while job.published().final_counts() != wanted:
+        assert process.poll() is None, f"the job exited: {log_path.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"not all published in {timeout}s: {log_path}"
+        time.sleep(1)
+
+
+def run_changed_job_from_a_savepoint(job, crash_create: bool = False, crash_first_batch: str | None = None,
+                                     second_savepoint: bool = False) -> tuple[Verdict, dict]:
+    job.guarantee = EXACTLY_ONCE
+    before = {**job.settings(), "shuffle_partitions": "4", "commit_shards": "1", "max_offsets_per_trigger": "500"}
+    first = produce_sample(job, count=2000, seed=41, partitions=PARTITIONS)
+    log_before = job.workdir / "before.log"
+    old_job = start_job(["run", "--until-idle", "600"], before, job.workdir, log_before)
+    stream = Stream(job, seed=1000)
+    try:
+        wait_for(job, dict(first.expected_counts), old_job, log_before)
+        stream.start()
+        time.sleep(3)
+        savepoint = job.workdir / "savepoint"
+        if crash_create:  # SIGKILL after the state is written, before the manifest
+            crashed = cli(job, ["savepoint", "create", "--to", str(savepoint)], before, "create-crashed",
+                          {faults.POINT_VARIABLE: faults.SAVEPOINT_STATE_WRITTEN})
+            assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:]
+            assert (savepoint / "state").exists() and not (savepoint / "manifest.json").exists()
+        created = cli(job, ["savepoint", "create", "--to", str(savepoint)], before, "create")
+        assert created.returncode == 0, created.stdout[-3000:]
+        assert old_job.wait(60) == 0, "the job did not stop for the savepoint"
+        assert "stop requested (savepoint to" in log_before.read_text()
+        manifest = read_manifest(str(savepoint))
+        time.sleep(2)  # events keep arriving between the savepoint and the restore
+
+        after = {**before, "shuffle_partitions": "8", "commit_shards": "2", "filter": NEW_FILTER,
+                 "checkpoint_location": str(job.workdir / "checkpoint-after")}
+        resume = ["run", "--from-savepoint", str(savepoint), "--until-idle", "600"]
+        if crash_first_batch:
+            crashed = cli(job, resume, after, "after-crashed", {faults.POINT_VARIABLE: crash_first_batch,
+                                                                 faults.BATCH_VARIABLE: "0"})
+            assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:]
+        log_after = job.workdir / "after.log"
+        new_job = start_job(resume, after, job.workdir, log_after)
+        time.sleep(5)
+        samples = [first, *stream.stop()]
+        wanted = expected_counts(job, samples, manifest.source_offsets[job.input_topic])
+        wait_for(job, wanted, new_job, log_after)
+        if second_savepoint:  # a savepoint of the resumed job holds the whole counts, not its own part
+            again = cli(job, ["savepoint", "create", "--to", str(job.workdir / "savepoint-2")], after, "create-2")
+            assert again.returncode == 0, again.stdout[-3000:]
+            assert new_job.wait(60) == 0, "the resumed job did not stop for the second savepoint"
+            shown = cli(job, ["savepoint", "inspect", str(job.workdir / "savepoint-2"), "--json", "--limit", "1000"],
+                        after, "inspect-2")
+            second = json.loads(shown.stdout[shown.stdout.index("{"):])
+            assert (second["generation"], second["sink_id"]) == (1, f"{job.sink_id}.g1")
+            assert {row["key"]: row["count"] for row in second["top_keys"]} == wanted
+        else:
+            assert stop(new_job) == 0, log_after.read_text()[-3000:]
+    finally:
+        stream.done.set()
+        for process in (old_job, locals().get("new_job")):
+            if process is not None and process.poll() is None:
+                stop(process, signal.SIGKILL)
+    malformed = [value for sample in samples for value in sample.malformed_values]
+    return verify(job.published(), wanted, malformed), json.loads((savepoint / "manifest.json").read_text())
+
+
+def test_a_changed_and_rescaled_job_resumes_from_a_savepoint_without_losing_or_doubling_a_count(job):
+    verdict, manifest = run_changed_job_from_a_savepoint(job, second_savepoint=True)
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.not_increasing) == (0, 0, 0)
+    assert manifest["config"]["shuffle_partitions"] == 4 and manifest["keys"] > 0
+
+
+@pytest.mark.parametrize("crash", ["create", faults.BATCH_COMPUTED, faults.AFTER_KAFKA_COMMIT])
+def test_a_crash_while_saving_or_in_the_first_resumed_batch_loses_and_doubles_nothing(job, crash):
+    verdict, _ = run_changed_job_from_a_savepoint(
+        job, crash_create=crash == "create", crash_first_batch=None if crash == "create" else crash)
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.not_increasing) == (0, 0, 0)
