@@ -8,7 +8,14 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+# A producer's commit returns once its coordinator has logged the decision; the markers that
+# make the records readable reach the partitions a moment later. A read right after a commit
+# waits this long for them (a transaction a killed producer left open never settles: then the
+# read shows what is committed, after the wait).
+SETTLE_SECONDS = 10.0
 
 
 @dataclass
@@ -23,19 +30,42 @@ class Published:
 
 
 def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_committed",
-               timeout: float = 60.0) -> list[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) up to the end of every partition as seen at call time."""
-    return [(message.key(), message.value()) for message in _read(bootstrap_servers, topic, isolation, timeout)]
+               timeout: float = 60.0, settle: float = SETTLE_SECONDS) -> list[tuple[bytes | None, bytes | None]]:
+    """Every (key, value) up to the end of every partition as seen at call time (read_committed:
+    after up to `settle` seconds for the transactions in flight to land)."""
+    return [(message.key(), message.value())
+            for message in _read(bootstrap_servers, topic, isolation, timeout, settle)]
 
 
 def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
                    ) -> list[tuple[int, int, bytes | None]]:
     """Every committed record as (partition, offset, value): where the input put each event."""
     return [(message.partition(), message.offset(), message.value())
-            for message in _read(bootstrap_servers, topic, "read_committed", timeout)]
+            for message in _read(bootstrap_servers, topic, "read_committed", timeout, SETTLE_SECONDS)]
 
 
-def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float) -> list[Message]:
+def wait_for_settled_transactions(bootstrap_servers: str, topic: str, timeout: float = SETTLE_SECONDS) -> bool:
+    """Wait until no partition of the topic has a transaction in flight (its last stable offset is
+    its end); False if one still has after `timeout` seconds."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    deadline = time.monotonic() + timeout
+    while True:
+        ends = {}
+        for isolation in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
+            futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
+                                         isolation_level=isolation, request_timeout=30)
+            ends[isolation] = {tp.partition: future.result().offset for tp, future in futures.items()}
+        if ends[IsolationLevel.READ_UNCOMMITTED] == ends[IsolationLevel.READ_COMMITTED]:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float, settle: float) -> list[Message]:
+    if isolation == "read_committed" and settle > 0:
+        wait_for_settled_transactions(bootstrap_servers, topic, settle)
     consumer = Consumer({
         "bootstrap.servers": bootstrap_servers,
         "group.id": f"readback-{uuid.uuid4().hex}",
@@ -72,10 +102,14 @@ def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float) ->
         consumer.close()
 
 
-def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic: str) -> Published:
+def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
+                   settle: float = SETTLE_SECONDS) -> Published:
+    """What a read_committed consumer sees; `settle=0` reads at once, where a transaction is
+    known to be left open."""
     published = Published()
-    for _key, value in read_topic(bootstrap_servers, output_topic):
+    for _key, value in read_topic(bootstrap_servers, output_topic, settle=settle):
         record = json.loads(value)
         published.counts[record["key"]].append((record["batch_id"], record["count"]))
-    published.dead_letters = [json.loads(value) for _key, value in read_topic(bootstrap_servers, dead_letter_topic)]
+    published.dead_letters = [json.loads(value)
+                              for _key, value in read_topic(bootstrap_servers, dead_letter_topic, settle=settle)]
     return published
