@@ -56,13 +56,12 @@ def keyed_records(events: DataFrame, key_field: str) -> DataFrame:
 
 
 def count_changes(events: DataFrame, key_field: str, ttl_seconds: int = 0, seed: DataFrame | None = None) -> Changes:
-    """`seed`: a savepoint's counts (key, count), a one-shot stream (savepoints.py), or None."""
+    """`seed`: a savepoint's counts (key, count): a one-shot stream for Spark's aggregation, a
+    batch DataFrame for the TTL operator's initial state (job.savepoint_seed); or None."""
     if ttl_seconds > 0:
         from .ttl_counting import count_with_ttl
 
-        if seed is not None:
-            raise ValueError("a savepoint's counts seed the default count only (state_ttl_seconds = 0)")
-        frame = count_with_ttl(keyed_records(events, key_field), ttl_seconds)
+        frame = count_with_ttl(keyed_records(events, key_field), ttl_seconds, seed)
         return Changes(frame, "append", dead_letters_inline=True)
     if seed is not None:
         return Changes(_count_in_jvm_seeded(events, key_field, seed), "update", dead_letters_inline=False)

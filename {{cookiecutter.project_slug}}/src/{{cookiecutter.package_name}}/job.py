@@ -74,12 +74,15 @@ def count_by_key(events: DataFrame, config: JobConfig, seed: DataFrame | None = 
 
 
 def savepoint_seed(spark: SparkSession, config: JobConfig) -> DataFrame | None:
-    """A checkpoint started from a savepoint reads its counts once, in its first batch (Spark's
-    file source records in the checkpoint that it did); None for any other checkpoint."""
+    """A checkpoint started from a savepoint reads its counts once, in its first batch: Spark's
+    aggregation as a one-shot file stream (the file source records in the checkpoint that it
+    did), the TTL operator as its initial state (Spark applies it in batch 0 only). None for any
+    other checkpoint."""
     location = savepoints.seed_location(config)
     if location is None:
         return None
-    return spark.readStream.schema(savepoints.STATE_SCHEMA).parquet(location)
+    reader = spark.read if config.state_ttl_seconds > 0 else spark.readStream
+    return reader.schema(savepoints.STATE_SCHEMA).parquet(location)
 
 
 def sink_settings(config: JobConfig) -> SinkSettings:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from . import driver_presence, savepoints
@@ -89,9 +90,6 @@ def restore_plan(config: JobConfig, path: str | None) -> Callable[[Any], None] |
         return None  # resuming: the checkpoint knows where it came from
     if path is None:
         return None
-    if config.state_ttl_seconds > 0:
-        raise ConfigError("state_ttl_seconds", "--from-savepoint seeds the default count (state_ttl_seconds = 0); "
-                          "the TTL operator's state cannot be seeded yet")
     manifest = savepoints.read_manifest(path)
     next_sink = savepoints.generation_sink_id(config.sink_id, manifest.generation + 1)
     savepoints.check_restorable(manifest, config, resolve_location(path),
@@ -133,7 +131,9 @@ def inspect(path: str, as_json: bool, limit: int) -> int:
     print(f"  taken at batch {manifest.batch_id}, sink {manifest.sink_id!r} (generation {manifest.generation})")
     print(f"  source offsets  {json.dumps(manifest.source_offsets)}")
     print("  last published  " + ", ".join(f"shard {s}: batch {b}" for s, b in manifest.published.items()))
-    print(f"  keys {manifest.keys}, events counted {manifest.total}; TTL: none (state_ttl_seconds = 0)")
+    ttl = manifest.config.get("state_ttl_seconds", 0)
+    print(f"  keys {manifest.keys}, events counted {manifest.total}; state TTL: "
+          + (f"{ttl} s (a key's count expires at the time shown)" if ttl else "none"))
     print("  config  " + ", ".join(f"{name}={value!r}" for name, value in manifest.config.items()))
     _print_counts(shown, manifest.keys)
     return 0
@@ -143,10 +143,19 @@ def _print_counts(shown: list[dict[str, Any]], keys: int) -> None:
     if not shown:
         return
     width = max(len(str(row["key"])) for row in shown)
+    count_width = max(len("count"), *(len(str(row["count"])) for row in shown))
+    with_ttl = any(row.get("expires_at_ms") is not None for row in shown)
     shown_of = f"   ({len(shown)} of {keys}, largest first)" if keys > len(shown) else ""
-    print(f"  {'key'.ljust(width)}  count{shown_of}")
+    print(f"  {'key'.ljust(width)}  {'count'.rjust(count_width)}" + ("  expires (UTC)" if with_ttl else "") + shown_of)
     for row in shown:
-        print(f"  {str(row['key']).ljust(width)}  {row['count']}")
+        expires = f"  {_utc(row['expires_at_ms'])}" if with_ttl else ""
+        print(f"  {str(row['key']).ljust(width)}  {str(row['count']).rjust(count_width)}{expires}")
+
+
+def _utc(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def show_state(config: JobConfig, as_json: bool, limit: int) -> int:

@@ -6,17 +6,24 @@ A savepoint is a directory (local path or s3://):
     manifest.json       written last: format version, the batch it was taken at, the source
                         offsets after that batch, the sink's last published batch per shard,
                         the configuration that decides what a count means, checksums
-    state/*.parquet     every key's count (key STRING, count BIGINT), read from the checkpoint
-                        with Spark's state data source
+    state/*.parquet     every key's count (STATE_SCHEMA: key, count, and with a state TTL the
+                        time its count expires), read from the checkpoint with Spark's state
+                        data source
 
 Spark's checkpoint is tied to the query's plan and its shuffle partitions; a savepoint is not.
 `run --from-savepoint PATH` starts a *new* checkpoint from it:
 
 - the source starts at the savepoint's offsets;
-- the counts enter the new checkpoint's state in its first batch: the savepoint's counts are
-  a second, one-shot streaming source (Spark's file source, which records in the checkpoint
-  that it read them, so a re-run of batch 0 reads them again and no later batch does), summed
-  with the events; a key is published only when events changed it, not for its seeded count;
+- the counts enter the new checkpoint's state in its first batch, and only in it (a re-run of
+  batch 0 reads them again, no later batch does): for Spark's aggregation as a second,
+  one-shot streaming source (Spark's file source records in the checkpoint that it read them),
+  summed with the events; for the TTL operator as transformWithState's initial state, which
+  Spark applies in batch 0. A key is published only when events change it, not for its seed;
+- with a state TTL, a key's count in the savepoint carries its expiry. A key expired by the
+  time of the savepoint is left out (the job had forgotten it; Spark had not yet evicted it);
+  one expired by the time of a restore with a TTL is not seeded (as a restart of the old
+  checkpoint would have dropped it); a seeded key's TTL starts again at the restore (it lives
+  up to one TTL longer than in the old job, never shorter);
 - batch ids start at 0 again, so the sink gets a new identity: generation g+1 of the sink id
   (`<sink_id>.g<g+1>`: its own markers and transactional ids). The savepoint records the
   generation it was taken from; the new checkpoint records the one it runs (origin file).
@@ -43,7 +50,8 @@ from .storage import exists, filesystem, list_names, read_bytes, resolve_locatio
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 STATE_DIR = "state"
-STATE_SCHEMA = "key STRING, count BIGINT"
+# expires_at_ms: epoch milliseconds, null without a state TTL.
+STATE_SCHEMA = "key STRING, count BIGINT, expires_at_ms BIGINT"
 # In a checkpoint started from a savepoint: where it came from, and the seed the first batch reads.
 ORIGIN_FILE = "savepoint-origin.json"
 SEED_DIR = "savepoint-seed"
@@ -192,23 +200,31 @@ def savepoint_batch(config: JobConfig, markers: dict[int, int]) -> int:
 
 def read_state_counts(spark, config: JobConfig, batch_id: int):
     """Every key's count after `batch_id`, from the checkpoint's state (Spark's state data
-    source), as a DataFrame (STATE_SCHEMA). The dead letters' per-partition counts are left out."""
+    source), as a DataFrame (STATE_SCHEMA). The dead letters' per-partition counts are left out,
+    and with a state TTL the counts already expired."""
     from pyspark.sql import functions as F
 
     from .counting import GROUP_KEY
 
-    if config.state_ttl_seconds > 0:
-        raise SavepointError("state_ttl_seconds", "savepoints and `state` read the default count's state "
-                             "(state_ttl_seconds = 0); the TTL operator's state is not read or seeded yet")
     spark.streams  # noqa: B018 - starts the StateStoreCoordinator, which reading a RocksDB store needs
-    state = (spark.read.format("statestore").option("batchId", batch_id)
-             .load(resolve_location(config.checkpoint_location)))
+    location = resolve_location(config.checkpoint_location)
+    reader = spark.read.format("statestore").option("batchId", batch_id)
+    key = F.col(f"key.{GROUP_KEY}")
+    # The checkpoint's operator decides, not the configuration (which may have changed since).
+    operators = {row.operatorName for row in spark.read.format("state-metadata").load(location).collect()}
+    if any(name.startswith("transformWithState") for name in operators):  # ttl_counting.py's value state
+        state = reader.option("stateVarName", "count").load(location)
+        now_ms = int(time.time() * 1000)
+        return state.where(key.isNotNull() & (F.col("value.ttlExpirationMs") > now_ms)).select(
+            key.alias("key"), F.col("value.value.count").alias("count"),
+            F.col("value.ttlExpirationMs").alias("expires_at_ms"))
+    state = reader.load(location)
     # The aggregation's buffer: `count`, or in a checkpoint started from a savepoint the sum of
     # the weights (`sum`) next to the seed (`max`) (counting._count_in_jvm_seeded).
     value_fields = state.schema["value"].dataType.fieldNames()
     count = "count" if "count" in value_fields else "sum"
-    return state.where(F.col(f"key.{GROUP_KEY}").isNotNull()).select(
-        F.col(f"key.{GROUP_KEY}").alias("key"), F.col(f"value.{count}").cast("bigint").alias("count"))
+    return state.where(key.isNotNull()).select(key.alias("key"), F.col(f"value.{count}").cast("bigint").alias("count"),
+                                               F.lit(None).cast("bigint").alias("expires_at_ms"))
 
 
 def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dict[int, int]) -> Manifest:
@@ -285,8 +301,10 @@ def start_from(spark, config: JobConfig, path: str, manifest: Manifest) -> Origi
     seed = f"{location.rstrip('/')}/{SEED_DIR}"
     if exists(fs, f"{base}/{SEED_DIR}"):
         fs.delete_dir(f"{base}/{SEED_DIR}")  # left by a start cut short before its origin file
-    spark.read.schema(STATE_SCHEMA).parquet(f"{resolve_location(path).rstrip('/')}/{STATE_DIR}") \
-        .coalesce(1).write.parquet(seed)
+    counts = spark.read.schema(STATE_SCHEMA).parquet(f"{resolve_location(path).rstrip('/')}/{STATE_DIR}")
+    if config.state_ttl_seconds > 0:  # what a restart of the old checkpoint now would have forgotten
+        counts = counts.where(f"expires_at_ms IS NULL OR expires_at_ms > {int(time.time() * 1000)}")
+    counts.coalesce(1).write.parquet(seed)
     _maybe_crash("SAVEPOINT_SEED_COPIED")
     fs_savepoint, savepoint_base = filesystem(path)
     origin = Origin(

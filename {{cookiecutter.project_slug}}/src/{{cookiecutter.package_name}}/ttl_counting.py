@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
 from .counting import CHANGES_SCHEMA, GROUP_KEY, INPUT_COLUMNS, KIND_COUNT, KIND_DEAD_LETTER
@@ -22,13 +23,16 @@ from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
 _OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
 
 
-def count_with_ttl(keyed: DataFrame, ttl_seconds: int) -> DataFrame:
-    """Changes (counting.CHANGES_SCHEMA) from records (counting.INPUT_COLUMNS)."""
+def count_with_ttl(keyed: DataFrame, ttl_seconds: int, seed: DataFrame | None = None) -> DataFrame:
+    """Changes (counting.CHANGES_SCHEMA) from records (counting.INPUT_COLUMNS); `seed`: a
+    savepoint's counts (key, count), the initial state Spark hands the first batch."""
+    initial = None if seed is None else seed.select(F.col("key").alias(GROUP_KEY), "count").groupBy(GROUP_KEY)
     return keyed.select(*INPUT_COLUMNS).groupBy(GROUP_KEY).transformWithStateInPandas(
         statefulProcessor=CountProcessor(ttl_seconds),
         outputStructType=CHANGES_SCHEMA,
         outputMode="Append",
         timeMode="ProcessingTime",
+        initialState=initial,
     )
 
 
@@ -39,6 +43,11 @@ class CountProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         # With a TTL, a key idle for that long starts again from zero.
         self.count = handle.getValueState("count", "count BIGINT", self.ttl_ms)
+
+    def handleInitialState(self, key: tuple, initialState: pd.DataFrame, timerValues: TimerValues) -> None:
+        # A savepoint's count (one row per key), not published: only events change what is.
+        # Its TTL starts again now.
+        self.count.update((int(initialState["count"].iloc[0]),))
 
     def handleInputRows(
         self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: TimerValues

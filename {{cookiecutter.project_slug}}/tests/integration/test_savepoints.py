@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from harness import CONFIG, EXACTLY_ONCE, produce_sample, stop
 
@@ -88,7 +89,9 @@ def wait_for(job, wanted: dict[str, int], process: subprocess.Popen, log_path: P
 
 
 def run_changed_job_from_a_savepoint(job, crash_create: bool = False, crash_first_batch: str | None = None,
-                                     second_savepoint: bool = False) -> tuple[Verdict, dict]:
+                                     second_savepoint: bool = False, ttl_after: int | None = None
+                                     ) -> tuple[Verdict, dict]:
+    """`ttl_after`: the resumed job's state_ttl_seconds (None: the configured one, as before)."""
     job.guarantee = EXACTLY_ONCE
     before = {**job.settings(), "shuffle_partitions": "4", "commit_shards": "1", "max_offsets_per_trigger": "500"}
     first = produce_sample(job, count=2000, seed=41, partitions=PARTITIONS)
@@ -114,6 +117,8 @@ def run_changed_job_from_a_savepoint(job, crash_create: bool = False, crash_firs
 
         after = {**before, "shuffle_partitions": "8", "commit_shards": "2", "filter": NEW_FILTER,
                  "checkpoint_location": str(job.workdir / "checkpoint-after")}
+        if ttl_after is not None:
+            after["state_ttl_seconds"] = str(ttl_after)
         resume = ["run", "--from-savepoint", str(savepoint), "--until-idle", "600"]
         if crash_first_batch:
             crashed = cli(job, resume, after, "after-crashed", {faults.POINT_VARIABLE: crash_first_batch,
@@ -150,6 +155,24 @@ def test_a_changed_and_rescaled_job_resumes_from_a_savepoint_without_losing_or_d
     assert verdict.exactly_once, verdict.problems
     assert (verdict.lost, verdict.duplicated, verdict.not_increasing) == (0, 0, 0)
     assert manifest["config"]["shuffle_partitions"] == 4 and manifest["keys"] > 0
+
+
+def test_a_savepoint_moves_the_counts_between_the_two_counting_operators(job):
+    """From the configured operator to the other one: Spark's aggregation (state_ttl_seconds = 0)
+    to the TTL operator (transformWithStateInPandas, its counts seeded as its initial state) or
+    back; the second savepoint reads the new operator's state."""
+    other = 3600 if CONFIG.state_ttl_seconds == 0 else 0
+    verdict, manifest = run_changed_job_from_a_savepoint(job, second_savepoint=True, ttl_after=other)
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.not_increasing) == (0, 0, 0)
+    assert manifest["config"]["state_ttl_seconds"] == CONFIG.state_ttl_seconds
+    second = read_manifest(str(job.workdir / "savepoint-2"))
+    assert second.config["state_ttl_seconds"] == other
+    expiries = pq.read_table(job.workdir / "savepoint-2" / "state").column("expires_at_ms").to_pylist()
+    if other:  # a TTL from the restore on: every count expires about one TTL after it
+        assert all(manifest["created_at"] + other - 60 < expiry / 1000 < time.time() + other for expiry in expiries)
+    else:
+        assert set(expiries) == {None}
 
 
 @pytest.mark.parametrize("crash", ["create", faults.BATCH_COMPUTED, faults.AFTER_KAFKA_COMMIT])
