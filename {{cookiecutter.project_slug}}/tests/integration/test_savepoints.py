@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from harness import CONFIG, EXACTLY_ONCE, produce_sample, stop
+from harness import CONFIG, EXACTLY_ONCE, SECRET_VARIABLE, merged, on_s3, produce_sample, stop
 
+from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.devtools.processes import start_job
 from {{ cookiecutter.package_name }}.devtools.readback import read_positions
 from {{ cookiecutter.package_name }}.devtools.sample import SampleInput, as_key
@@ -179,5 +180,38 @@ def test_a_savepoint_moves_the_counts_between_the_two_counting_operators(job):
 def test_a_crash_while_saving_or_in_the_first_resumed_batch_loses_and_doubles_nothing(job, crash):
     verdict, _ = run_changed_job_from_a_savepoint(
         job, crash_create=crash == "create", crash_first_batch=None if crash == "create" else crash)
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.not_increasing) == (0, 0, 0)
+
+
+def test_a_savepoint_in_a_bucket_resumes_a_job_whose_checkpoints_are_there_too(job, s3_server, monkeypatch):
+    """Checkpoints and savepoint on S3 (S3Proxy): create from the stopped job, inspect, resume in a
+    new checkpoint with more shuffle partitions; the counts go on from the savepoint's."""
+    job.guarantee = EXACTLY_ONCE
+    s3 = on_s3(job, s3_server, monkeypatch)
+    env = {SECRET_VARIABLE: s3_server.secret_key}
+    before = {**job.settings(), **s3, "shuffle_partitions": "2"}
+    first = produce_sample(job, count=1000, seed=51, partitions=PARTITIONS)
+    ran = cli(job, ["run", "--until-idle", "3"], before, "before", env)
+    assert ran.returncode == 0, ran.stdout[-3000:]
+
+    bucket, _ = object_store.bucket_and_key(job.checkpoint_location)
+    savepoint = f"s3a://{bucket}/savepoints/one"
+    created = cli(job, ["savepoint", "create", "--to", savepoint], before, "create", env)
+    assert created.returncode == 0, created.stdout[-3000:]
+    shown = cli(job, ["savepoint", "inspect", savepoint, "--json", "--limit", "100000"], before, "inspect", env)
+    assert shown.returncode == 0, shown.stdout[-3000:]
+    saved = json.loads(shown.stdout[shown.stdout.index("{"):])
+    assert {row["key"]: row["count"] for row in saved["top_keys"]} == dict(first.expected_counts)
+    keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket, Prefix="savepoints/one/")["Contents"]]
+    assert "savepoints/one/manifest.json" in keys and any(key.endswith(".parquet") for key in keys)
+
+    second = produce_sample(job, count=1000, seed=52, partitions=PARTITIONS)
+    after = {**before, "shuffle_partitions": "4", "checkpoint_location": f"s3a://{bucket}/checkpoints/counts-v2"}
+    resumed = cli(job, ["run", "--from-savepoint", savepoint, "--until-idle", "3"], after, "after", env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert s3_server.secret_key not in created.stdout + shown.stdout + resumed.stdout
+    counts, malformed = merged(first, second)
+    verdict = verify(job.published(), counts, malformed)
     assert verdict.exactly_once, verdict.problems
     assert (verdict.lost, verdict.duplicated, verdict.not_increasing) == (0, 0, 0)
