@@ -81,11 +81,20 @@ class StopRequested:
 
 
 def stop_at_batch_boundary(query: StreamingQuery, timeout: float = 120.0) -> None:
-    """Wait until no batch is running, then stop: no batch is cut in half."""
+    """Stop between two batches: once no batch runs, or once the batch that ran at the call has
+    ended. A query whose operator keeps timers (the TTL count) runs no-data batches back to back,
+    never idle: stop() then interrupts the next batch as it starts, which its checkpoint replays."""
     deadline = time.monotonic() + timeout
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+    running_after = _last_batch_id(query)
+    while (query.isActive and query.status.get("isTriggerActive") and _last_batch_id(query) == running_after
+           and time.monotonic() < deadline):
         time.sleep(0.05)
     query.stop()
+
+
+def _last_batch_id(query: StreamingQuery) -> int | None:
+    progress = query.lastProgress
+    return None if progress is None else progress.get("batchId")
 
 
 def describe_progress(progress: dict, lag: dict[tuple[str, str], int] | None) -> str:
