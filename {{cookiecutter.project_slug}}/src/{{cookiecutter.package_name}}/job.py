@@ -10,6 +10,8 @@ A state TTL swaps the count for a Python operator (counting.py).
 
 from __future__ import annotations
 
+import threading
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
@@ -98,11 +100,11 @@ def sink_settings(config: JobConfig) -> SinkSettings:
     )
 
 
-def write_changes(changes: Changes, config: JobConfig) -> DataStreamWriter:
+def write_changes(changes: Changes, config: JobConfig, stopping: threading.Event | None = None) -> DataStreamWriter:
     first = savepoints.first_batch_id(config)
     read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config), first)
     encoder = for_batch if first == 0 else lambda records, batch_id: for_batch(records, first + batch_id)
-    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, encoder, read_back)
+    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, encoder, read_back, stopping)
     return (
         encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)
         .outputMode(changes.output_mode)
@@ -112,6 +114,8 @@ def write_changes(changes: Changes, config: JobConfig) -> DataStreamWriter:
     )
 
 
-def build_query(spark: SparkSession, config: JobConfig) -> DataStreamWriter:
+def build_query(spark: SparkSession, config: JobConfig, stopping: threading.Event | None = None) -> DataStreamWriter:
+    """`stopping`: the runner's gate, set when the job stops (sink/kafka_sink.py)."""
     events = parse(read_events(spark, config), config)
-    return write_changes(count_by_key(keep_matching(events, config), config, savepoint_seed(spark, config)), config)
+    changes = count_by_key(keep_matching(events, config), config, savepoint_seed(spark, config))
+    return write_changes(changes, config, stopping)

@@ -80,21 +80,19 @@ class StopRequested:
             signal.signal(signum, lambda *_: self.event.set())
 
 
-def stop_at_batch_boundary(query: StreamingQuery, timeout: float = 120.0) -> None:
-    """Stop between two batches: once no batch runs, or once the batch that ran at the call has
-    ended. A query whose operator keeps timers (the TTL count) runs no-data batches back to back,
-    never idle: stop() then interrupts the next batch as it starts, which its checkpoint replays."""
+def stop_at_batch_boundary(query: StreamingQuery, stopping: threading.Event | None = None,
+                           timeout: float = 120.0) -> None:
+    """Stop between two batches: no batch is cut in half. `stopping`: the sink's gate
+    (KafkaSink): once set, a batch that reaches the sink ends the query before it publishes
+    anything (it stays planned; the next start runs it), so a query that is never idle (the TTL
+    count runs no-data batches back to back) stops after the batch running now. Without a gate,
+    or until the query stops, wait for a moment with no batch running, then stop."""
+    if stopping is not None:
+        stopping.set()
     deadline = time.monotonic() + timeout
-    running_after = _last_batch_id(query)
-    while (query.isActive and query.status.get("isTriggerActive") and _last_batch_id(query) == running_after
-           and time.monotonic() < deadline):
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
         time.sleep(0.05)
     query.stop()
-
-
-def _last_batch_id(query: StreamingQuery) -> int | None:
-    progress = query.lastProgress
-    return None if progress is None else progress.get("batchId")
 
 
 def describe_progress(progress: dict, lag: dict[tuple[str, str], int] | None) -> str:
@@ -164,11 +162,12 @@ def _stop_on_request(stop: StopRequested, reason: str) -> None:
 def _run_until_stopped(spark: SparkSession, config: JobConfig, stop: StopRequested, until_idle_batches: int | None,
                        strategy: RestartStrategy, outage: OutageTolerance) -> None:
     while True:
-        query = build_query(spark, config).start()
+        stopping = threading.Event()  # the sink's gate: set, no new batch publishes
+        query = build_query(spark, config, stopping).start()
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
                  config.checkpoint_location)
         try:
-            if _supervise(query, config, stop, until_idle_batches, outage):
+            if _supervise(query, config, stop, until_idle_batches, outage, stopping):
                 return
         except KafkaUnreachable as error:
             query.stop()
@@ -243,7 +242,7 @@ def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
 
 
 def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, until_idle_batches: int | None,
-               outage: OutageTolerance) -> bool:
+               outage: OutageTolerance, stopping: threading.Event) -> bool:
     """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
     last_seen = None
     idle = 0
@@ -252,7 +251,7 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
     while True:
         if stop.event.is_set():
             log.info("stop requested: stopping at the next batch boundary")
-            stop_at_batch_boundary(query)
+            stop_at_batch_boundary(query, stopping)
             return True
         if query.awaitTermination(1.0):
             if (failure := query.exception()) is not None:
@@ -277,5 +276,5 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
                 idle += 1
             # With no input at all, wait three times as long before calling the input drained.
             if until_idle_batches is not None and idle >= until_idle_batches * (1 if seen_input else 3):
-                stop_at_batch_boundary(query)
+                stop_at_batch_boundary(query, stopping)
                 return True

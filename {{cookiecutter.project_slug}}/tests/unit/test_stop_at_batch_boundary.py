@@ -1,22 +1,26 @@
-"""Stopping between two batches: when the query goes idle, or when the batch running at the
-request ends (a query with timers runs batches back to back and is never idle)."""
+"""Stopping between two batches: in a moment with no batch running, or, for a query that is
+never idle (the TTL count runs no-data batches back to back), through the sink's gate: the next
+batch ends the query before it publishes anything."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from {{ cookiecutter.package_name }}.runner import stop_at_batch_boundary
 
 
 class QueryRunningBatches:
-    """A StreamingQuery's status and progress as the runner polls them: batch after batch, each
-    `batch_seconds` long, with or without a pause between them."""
+    """A StreamingQuery as the runner sees it: batch after batch, each `batch_seconds` long,
+    `pause_seconds` apart. With the sink's gate set, the next batch to start fails the query at
+    the sink, as KafkaSink does."""
 
-    def __init__(self, batch_seconds: float, pause_seconds: float) -> None:
-        self.batch_seconds, self.pause_seconds = batch_seconds, pause_seconds
+    def __init__(self, batch_seconds: float, pause_seconds: float, gate: threading.Event | None = None) -> None:
+        self.batch_seconds, self.pause_seconds, self.gate = batch_seconds, pause_seconds, gate
         self.started = time.monotonic()
-        self.stopped_at: float | None = None
-        self.isActive = True
+        self.gate_batch: int | None = None  # the batch that was running when the gate was seen set
+        self.ended_at: float | None = None
+        self.stop_called_in_batch = False
 
     def _position(self) -> tuple[int, bool]:
         period = self.batch_seconds + self.pause_seconds
@@ -24,35 +28,44 @@ class QueryRunningBatches:
         return int(elapsed // period), elapsed % period < self.batch_seconds
 
     @property
+    def isActive(self) -> bool:
+        batch, _ = self._position()
+        if self.ended_at is None and self.gate is not None and self.gate.is_set():
+            if self.gate_batch is None:
+                self.gate_batch = batch
+            elif batch > self.gate_batch:  # a new batch reached the sink: the query fails there
+                self.ended_at = self.started + batch * (self.batch_seconds + self.pause_seconds)
+        return self.ended_at is None
+
+    @property
     def status(self) -> dict:
         return {"isTriggerActive": self._position()[1]}
 
-    @property
-    def lastProgress(self) -> dict | None:
-        done = self._position()[0] - 1  # the batches before the running one
-        return None if done < 0 else {"batchId": done}
-
     def stop(self) -> None:
-        self.stopped_at = time.monotonic()
-        self.isActive = False
+        if self.ended_at is None:
+            self.stop_called_in_batch = self._position()[1]
+            self.ended_at = time.monotonic()
 
 
 def test_a_query_that_is_never_idle_stops_when_the_running_batch_ends():
-    query = QueryRunningBatches(batch_seconds=0.5, pause_seconds=0.0)
+    gate = threading.Event()
+    query = QueryRunningBatches(batch_seconds=0.5, pause_seconds=0.0, gate=gate)
     time.sleep(0.1)
-    stop_at_batch_boundary(query, timeout=10)
-    assert query.stopped_at is not None
-    assert 0.5 <= query.stopped_at - query.started < 0.8, "stopped before the batch ended, or long after"
+    stop_at_batch_boundary(query, gate, timeout=10)
+    assert gate.is_set()
+    assert query.ended_at is not None and 0.5 <= query.ended_at - query.started < 0.7
+    assert not query.stop_called_in_batch
 
 
 def test_a_query_with_pauses_stops_in_the_pause():
     query = QueryRunningBatches(batch_seconds=0.4, pause_seconds=0.4)
     time.sleep(0.1)
     stop_at_batch_boundary(query, timeout=10)
-    assert 0.4 <= query.stopped_at - query.started < 0.6
+    assert 0.4 <= query.ended_at - query.started < 0.6
+    assert not query.stop_called_in_batch
 
 
 def test_a_batch_that_never_ends_is_stopped_after_the_time_out():
     query = QueryRunningBatches(batch_seconds=60, pause_seconds=0)
     stop_at_batch_boundary(query, timeout=0.3)
-    assert 0.3 <= query.stopped_at - query.started < 1
+    assert 0.3 <= query.ended_at - query.started < 1

@@ -23,6 +23,7 @@ data sources, and Update mode is what Spark's own aggregation needs to emit only
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from py4j.protocol import Py4JJavaError
@@ -54,18 +55,26 @@ Encoder = Callable[[DataFrame, int], DataFrame]
 ReadBack = Callable[[SparkSession, list[bytes], int], DataFrame]
 
 
+class StoppingBeforeBatch(Exception):
+    """A batch reached the sink after the job began to stop (runner.stop_at_batch_boundary)."""
+
+
 class KafkaSink:
     """A `foreachBatch` function. Everything is derived from the settings and the batch id,
     so a batch that Spark runs again after a crash publishes the same records."""
 
-    def __init__(self, settings: SinkSettings, guarantee: str, encode: Encoder, read_back: ReadBack | None = None
-                 ) -> None:
+    def __init__(self, settings: SinkSettings, guarantee: str, encode: Encoder, read_back: ReadBack | None = None,
+                 stopping: threading.Event | None = None) -> None:
         self.settings = settings
         self.guarantee = guarantee
         self.encode = encode
         self.read_back = read_back
+        self.stopping = stopping  # set by the runner: the job stops, no new batch starts publishing
 
     def __call__(self, output: DataFrame, batch_id: int) -> None:
+        if self.stopping is not None and self.stopping.is_set():
+            # Ends the query with this batch planned, not published: the next start runs it.
+            raise StoppingBeforeBatch(f"batch {batch_id} not started: the job is stopping")
         records = self.encode(output, batch_id)
         if self.guarantee == AT_LEAST_ONCE:
             references = [row[0] for row in records.mapInArrow(produce_task(self.settings), TASK_OUTPUT).collect()]
