@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
-from .parsing import REASON
+from .parsing import IS_EVENT, REASON
 
 KIND_COUNT = "count"
 KIND_DEAD_LETTER = "dead_letter"
@@ -40,6 +40,10 @@ INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_GROUP, DEAD_LETTER_KEY, DEAD_LETTER_VALU
 CHANGES_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
 
 
+# What only dead letters that travel through the operator (the TTL operator's) are built from.
+DEAD_LETTER_SOURCE_COLUMNS = (REASON, "topic", "offset", "raw_value")
+
+
 @dataclass(frozen=True)
 class Changes:
     frame: DataFrame
@@ -47,9 +51,18 @@ class Changes:
     dead_letters_inline: bool  # False: the sink reads them back (KIND_DEAD_LETTERS_IN_PARTITION)
 
 
+def columns_read(parsed_columns: list[str], ttl_seconds: int) -> list[str]:
+    """The parsed columns the count reads (the job's filter may read any field). Spark's
+    aggregation counts dead letters per partition: their reasons and records stay out of the
+    query, and out of the code Spark generates for every batch."""
+    if ttl_seconds > 0:
+        return parsed_columns
+    return [name for name in parsed_columns if name not in DEAD_LETTER_SOURCE_COLUMNS]
+
+
 def keyed_records(events: DataFrame, key_field: str) -> DataFrame:
     """What the TTL operator needs: the key of a good event, or a dead letter's group and record."""
-    good = F.col(REASON).isNull()
+    good = F.col(IS_EVENT)
     return with_dead_letter_record(events).select(
         F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY),
         F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP), DEAD_LETTER_KEY, DEAD_LETTER_VALUE)
@@ -69,7 +82,7 @@ def count_changes(events: DataFrame, key_field: str, ttl_seconds: int = 0, seed:
 
 
 def _keyed(events: DataFrame, key_field: str) -> DataFrame:
-    good = F.col(REASON).isNull()
+    good = F.col(IS_EVENT)
     return events.select(F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY),
                          F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP))
 

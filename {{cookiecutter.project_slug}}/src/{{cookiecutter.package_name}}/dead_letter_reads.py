@@ -25,7 +25,7 @@ from .config import JobConfig
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
 from .kafka_client import FETCH_MAX_WAIT_MS, java_client_options
 from .output_records import for_batch
-from .parsing import REASON, EventSchema, parse_records
+from .parsing import IS_EVENT, EventSchema, parse_records
 from .plan_barriers import where_in_place
 from .storage import resolve_location
 
@@ -61,7 +61,7 @@ def dead_letter_reader(config: JobConfig, schema: EventSchema, first_batch_id: i
 def dead_letters(records: DataFrame, schema: EventSchema, dead_letter_topic: str, batch_id: int) -> DataFrame:
     """Kafka records (the source's columns) to batch N's dead-letter records."""
     # In place: pushed below the parse, the condition would parse every record again.
-    dead = where_in_place(parse_records(records, schema), F.col(REASON).isNotNull())
+    dead = where_in_place(parse_records(records, schema), ~F.col(IS_EVENT))
     return for_batch(with_dead_letter_record(dead).select(
         F.lit(dead_letter_topic).alias("topic"), F.col(DEAD_LETTER_KEY).cast("binary").alias("key"),
         F.col(DEAD_LETTER_VALUE).cast("binary").alias("value")), batch_id)

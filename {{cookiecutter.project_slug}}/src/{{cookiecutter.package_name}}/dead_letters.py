@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .parsing import REASON
+from .parsing import IS_EVENT, REASON
 
 DEAD_LETTER_KEY = "dead_letter_key"
 DEAD_LETTER_VALUE = "dead_letter_value"
@@ -19,7 +19,7 @@ MAX_DEAD_LETTER_VALUE_BYTES = 65536
 
 def with_dead_letter_record(events: DataFrame) -> DataFrame:
     """Add the dead-letter key and value (JSON without the batch id, which the sink adds)."""
-    bad = F.col(REASON).isNotNull()
+    bad = ~F.col(IS_EVENT)
     return events.withColumn(DEAD_LETTER_KEY, F.when(bad, _key())).withColumn(DEAD_LETTER_VALUE, F.when(bad, _value()))
 
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-# The column that carries a dead letter's reason; null for a good record.
+# Whether a record is an event (true) or a dead letter (false); never null.
+IS_EVENT = "is_event"
+# The column that carries a dead letter's reason; null for an event.
 REASON = "dead_letter_reason"
 SOURCE_COLUMNS = ("topic", "partition", "offset")
 
@@ -28,20 +30,29 @@ class EventSchema:
     max_record_bytes: int
 
     def spark_ddl(self) -> str:
-        """The parsed event: its fields, the dead-letter reason, the source coordinates, the raw value."""
+        """The parsed event: its fields, whether it is one, the dead-letter reason, the source
+        coordinates, the raw value."""
         names = [f"`{name}` {SPARK_TYPES[kind]}" for name, kind in self.fields.items()]
-        return ", ".join(
-            [*names, f"{REASON} STRING", "topic STRING", "partition INT", "offset BIGINT", "raw_value BINARY"]
-        )
+        return ", ".join([*names, f"{IS_EVENT} BOOLEAN", f"{REASON} STRING", "topic STRING", "partition INT",
+                          "offset BIGINT", "raw_value BINARY"])
+
+
+# A check of a record: the condition that makes it a dead letter, and the reason to give.
+Check = tuple[Column, Column]
 
 
 def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
-    """Kafka records (Spark's Kafka source columns) to parsed events with a dead-letter reason.
+    """Kafka records (Spark's Kafka source columns) to parsed events, or dead letters with a reason.
 
-    Three projections, each expensive value computed once and then referenced: the document,
-    each field's variant, the reason. Spark keeps a projection apart when merging it would copy
-    a costly expression into several places (CollapseProject), so the plan stays small (it is
-    optimised again for every batch) and each record pays for one extraction per field."""
+    Four projections, each expensive value computed once and then referenced: the document,
+    each field's variant, whether the record is an event, the output. Spark keeps a projection
+    apart when merging it would copy a costly expression into several places (CollapseProject),
+    so each record pays for one extraction per field and one pass over the checks.
+
+    The checks decide `is_event` alone; the reason text is computed only for dead letters, and
+    a query that reads `is_event` and not the reason (the count) has no reason text in its plan
+    at all: Spark generates the code of the whole plan again for every batch, so its size costs
+    the driver time on each one."""
     document = "_document"
     field_columns = {name: f"_field_{i}" for i, name in enumerate(schema.fields)}
     parsed = records.select(
@@ -51,62 +62,89 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
     with_fields = parsed.select(
         "*", *[_field(F.col(document), name).alias(column) for name, column in field_columns.items()])
     fields = {name: F.col(column) for name, column in field_columns.items()}
-    checked = with_fields.select("*", dead_letter_reason(F.col("value"), F.col(document), fields, schema).alias(REASON))
-    good = F.col(REASON).isNull()
+    checks = dead_letter_checks(F.col("value"), F.col(document), fields, schema)
+    checked = with_fields.select("*", is_event(checks).alias(IS_EVENT))
+    event = F.col(IS_EVENT)
     return checked.select(
-        *[F.when(good, _typed(fields[name], kind)).alias(name) for name, kind in schema.fields.items()],
-        REASON,
+        *[F.when(event, _typed(fields[name], kind)).alias(name) for name, kind in schema.fields.items()],
+        IS_EVENT,
+        F.when(~event, first_reason(checks)).alias(REASON),
         "topic",
         F.col("partition").cast("int").alias("partition"),
         "offset",
-        F.when(~good, F.col("value")).alias("raw_value"),  # the raw bytes only for dead letters
+        F.when(~event, F.col("value")).alias("raw_value"),  # the raw bytes only for dead letters
     )
 
 
-def dead_letter_reason(value: Column, doc: Column, fields: dict[str, Column], schema: EventSchema) -> Column:
-    """The first problem of a record, as text; null for a good event. `fields` holds each
-    schema field's variant (`_field`). CASE evaluates its branches in order and lazily, so the
-    costly checks run only on records that got that far."""
+def is_event(checks: list[Check]) -> Column:
+    """No check holds. OR evaluates left to right and stops at the first true, like CASE; a
+    check that is null counts as not holding, as in CASE."""
+    any_holds = checks[0][0]
+    for condition, _ in checks[1:]:
+        any_holds = any_holds | condition
+    return ~F.coalesce(any_holds, F.lit(False))
+
+
+def first_reason(checks: list[Check]) -> Column:
+    """The reason of the first check that holds; null when none does (an event)."""
+    (condition, reason), *rest = checks
+    case = F.when(condition, reason)
+    for condition, reason in rest:
+        case = case.when(condition, reason)
+    return case
+
+
+def dead_letter_checks(value: Column, doc: Column, fields: dict[str, Column], schema: EventSchema) -> list[Check]:
+    """A record's checks in order, each run only on a record that passed the ones before it (so
+    the costly ones run on records that got that far). `fields` holds each schema field's
+    variant (`_field`). Every reason is non-null."""
     size = F.octet_length(value)
     text = value.cast("string")
-    reason = (
-        F.when(value.isNull(), F.lit("empty value (null)"))
-        .when(size > schema.max_record_bytes,
-              F.format_string(f"oversized: %d bytes > max_record_bytes {schema.max_record_bytes}", size))
-        .when(~F.is_valid_utf8(value), F.lit("not JSON: invalid UTF-8"))
-        .when(size == 0, F.lit("not JSON: empty value"))
-        .when(doc.isNull(), F.lit("not JSON: cannot be parsed (syntax, lone surrogate or nesting too deep)"))
-        .when(~F.startswith(F.ltrim(text, F.lit(_JSON_SPACE)), F.lit("{")),
-              F.concat(F.lit("not a JSON object: "), _document_type(text)))
-        .when(_content_after_the_object(text), F.lit("not JSON: content after the object"))
-    )
+    checks: list[Check] = [
+        (value.isNull(), F.lit("empty value (null)")),
+        (size > schema.max_record_bytes,
+         F.format_string(f"oversized: %d bytes > max_record_bytes {schema.max_record_bytes}", size)),
+        (~F.is_valid_utf8(value), F.lit("not JSON: invalid UTF-8")),
+        (size == 0, F.lit("not JSON: empty value")),
+        (doc.isNull(), F.lit("not JSON: cannot be parsed (syntax, lone surrogate or nesting too deep)")),
+        (~_starts_an_object(text), F.concat(F.lit("not a JSON object: "), _document_type(text))),
+        (_content_after_the_object(value, text), F.lit("not JSON: content after the object")),
+    ]
     for name, kind in schema.fields.items():
         field = fields[name]
         missing = field.isNull() | F.is_variant_null(field)
         if name == schema.key_field:
-            reason = reason.when(missing, F.lit(f"missing key field {name!r}"))
+            checks.append((missing, F.lit(f"missing key field {name!r}")))
         found = F.schema_of_variant(field)
-        reason = reason.when(
+        checks.append((
             ~missing & ~_has_type(found, kind),
             F.concat(F.lit(f"field {name!r} has JSON type "), _json_type(found), F.lit(f", expected {kind}")),
-        )
-    return reason
+        ))
+    return checks
 
 
-def _content_after_the_object(text: Column) -> Column:
+def _starts_an_object(text: Column) -> Column:
+    """Whether a parsed document is an object. Most start with `{` at once: a byte compare,
+    before the trim (which copies the text)."""
+    return F.startswith(text, F.lit("{")) | F.startswith(F.ltrim(text, F.lit(_JSON_SPACE)), F.lit("{"))
+
+
+def _content_after_the_object(value: Column, text: Column) -> Column:
     """True when text that starts with a parsed object goes on after it: the variant parser stops
     after the first value, so `{"k": 1} {"k": 2}` alone would count one event and drop the rest.
 
-    Most events are flat: their first `}` is their last character (but space), which rules out
-    trailing content at the cost of a byte search. Any other text is parsed again, wrapped twice:
-    as `[text]` it must be an array of exactly one value, as `{"k":text}` an object. Whatever
-    follows the first value breaks one of the two: `,` adds an array element, `}` breaks the
-    array, `]` breaks the object, anything else breaks both."""
-    one_closing_brace_at_the_end = F.instr(text, "}") == F.char_length(F.rtrim(text, F.lit(_JSON_SPACE)))
+    Most events are flat: their only `}` is their last byte, which rules out trailing content
+    (a `}` byte is never part of another UTF-8 character) at the cost of a byte search. Any
+    other text is parsed again, wrapped twice: as `[text]` it must be an array of exactly one
+    value, as `{"k":text}` an object. Whatever follows the first value breaks one of the two:
+    `,` adds an array element, `}` breaks the array, `]` breaks the object, anything else
+    breaks both."""
+    before_the_last_byte = F.substring(value, F.lit(1), F.octet_length(value) - 1).cast("string")
+    flat = F.endswith(text, F.lit("}")) & ~F.contains(before_the_last_byte, F.lit("}"))
     as_array = F.try_parse_json(F.concat(F.lit("["), text, F.lit("]")))
     array_values = F.coalesce(F.array_size(F.try_variant_get(as_array, "$", "array<variant>")), F.lit(0))
     as_object = F.try_parse_json(F.concat(F.lit('{"k":'), text, F.lit("}")))
-    return ~one_closing_brace_at_the_end & ((array_values != 1) | as_object.isNull())
+    return ~flat & ((array_values != 1) | as_object.isNull())
 
 
 def _field(doc: Column, name: str) -> Column:

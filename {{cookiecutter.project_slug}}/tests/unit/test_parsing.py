@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.dead_letters import (
     MAX_DEAD_LETTER_VALUE_BYTES,
     with_dead_letter_record,
 )
-from {{ cookiecutter.package_name }}.parsing import REASON, EventSchema, parse_records
+from {{ cookiecutter.package_name }}.parsing import IS_EVENT, REASON, EventSchema, parse_records
 
 SCHEMA = EventSchema(fields={"color": "string", "size": "int", "weight": "float", "fresh": "bool"},
                      key_field="color", max_record_bytes=65536)
@@ -28,7 +28,10 @@ def parse(spark: SparkSession, *values: bytes | None, schema: EventSchema = SCHE
 
 
 def reason_of(spark: SparkSession, value: bytes | None, schema: EventSchema = SCHEMA) -> str | None:
-    return parse(spark, value, schema=schema)[0][REASON]
+    [event] = parse(spark, value, schema=schema)
+    # The count reads is_event, the dead letters their reason: the two must agree on every input.
+    assert event[IS_EVENT] is (event[REASON] is None), event
+    return event[REASON]
 
 
 def test_a_good_event_keeps_its_typed_fields(spark):
@@ -81,6 +84,8 @@ def test_json_escapes_and_surrogate_pairs_are_decoded(spark):
         (b'{"color": "red"}} x}', "not JSON: content after the object"),
         (b'{"color": "red"} x}', "not JSON: content after the object"),
         (b'{"color": "red", "n": {"a": 1}} {"color": "blue"}', "not JSON: content after the object"),
+        ('{"color": "rød"} {"color": "blå"}'.encode(), "not JSON: content after the object"),
+        ('{"color": "rød"}x}'.encode(), "not JSON: content after the object"),
         (b'{"color": 42}', "field 'color' has JSON type number, expected string"),
         (b'{"color": 1e400}', "field 'color' has JSON type number, expected string"),
         (b'{"color": ["red"]}', "field 'color' has JSON type array, expected string"),
@@ -102,10 +107,11 @@ def test_malformed_values_become_dead_letters_with_a_reason(spark, value, reason
 
 def test_objects_with_braces_inside_or_space_around_are_good_events(spark):
     values = [b'{"color": "}"}', b'{"color": "{red}"} ', b' \t{"color": "red"}\r\n',
-              b'{"color": "red", "n": {"a": [{"b": 1}]}}', b'{"color": "red", "s": "} {"}']
+              b'{"color": "red", "n": {"a": [{"b": 1}]}}', b'{"color": "red", "s": "} {"}',
+              '{"color": "rød"}'.encode(), '{"color": "blå"}\n'.encode()]
     events = parse(spark, *values)
-    assert [e[REASON] for e in events] == [None] * len(values)
-    assert [e["color"] for e in events] == ["}", "{red}", "red", "red", "red"]
+    assert [(e[IS_EVENT], e[REASON]) for e in events] == [(True, None)] * len(values)
+    assert [e["color"] for e in events] == ["}", "{red}", "red", "red", "red", "rød", "blå"]
 
 
 def test_numbers_a_float_field_accepts(spark):
