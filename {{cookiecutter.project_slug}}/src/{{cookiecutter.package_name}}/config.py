@@ -21,6 +21,9 @@ ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
 GUARANTEES = ("exactly-once", "at-least-once")
 RESTART_STRATEGIES = ("none", "fixed-delay", "exponential-backoff", "failure-rate")
 FIELD_TYPES = ("string", "int", "float", "bool")
+# Columns the parse adds beside the event's fields (parsing.EventSchema.spark_ddl): no field may
+# take one of these names.
+PARSE_COLUMNS = ("is_event", "dead_letter_reason", "topic", "partition", "offset", "raw_value")
 LOG_FORMATS = ("text", "json")  # logs.py
 TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -219,6 +222,9 @@ def validated(config: JobConfig) -> JobConfig:
     for field_name, field_type in config.schema.items():
         if "'" in field_name and '"' in field_name:
             raise ConfigError("schema", f"field {field_name!r}: a name may hold ' or \" but not both")
+        if field_name in PARSE_COLUMNS:
+            raise ConfigError("schema", f"field {field_name!r}: the parse adds a column of that name "
+                                        f"({', '.join(PARSE_COLUMNS)}); rename the field")
         if field_type not in FIELD_TYPES:
             raise ConfigError("schema", f"field {field_name!r} has type {field_type!r}; use one of {FIELD_TYPES}")
     if config.key_field not in config.schema:

@@ -31,6 +31,7 @@ def test_later_sources_win(tmp_path):
         ({"output_topic": "{{ cookiecutter.input_topic }}"}, "output_topic", "must all differ"),
         ({"key_field": "size"}, "key_field", "is not a field of the schema"),
         ({"schema": '{"color": "string", "size": "decimal"}'}, "schema", "has type 'decimal'"),
+        ({"schema": '{"color": "string", "offset": "int"}'}, "schema", "'offset': the parse adds a column"),
         ({"starting_offsets": "yesterday"}, "starting_offsets", "is not earliest, latest"),
         ({"starting_offsets": '{"0": 1}'}, "starting_offsets", "is not earliest, latest or Spark's JSON form"),
         ({"starting_offsets": '{"other": {"0": 1}}'}, "starting_offsets", "is not earliest, latest"),

@@ -9,6 +9,7 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
+from {{ cookiecutter.package_name }}.config import PARSE_COLUMNS
 from {{ cookiecutter.package_name }}.dead_letters import (
     DEAD_LETTER_KEY,
     DEAD_LETTER_VALUE,
@@ -148,3 +149,8 @@ def test_a_dead_letter_record_is_built_in_the_jvm(spark):
     truncated = json.loads(rows[2][DEAD_LETTER_VALUE])
     assert truncated["value_truncated"] is True
     assert len(base64.b64decode(truncated["value_base64"])) == MAX_DEAD_LETTER_VALUE_BYTES
+
+
+def test_the_columns_the_parse_adds_are_the_names_a_field_may_not_take():
+    added = [column.split()[0] for column in SCHEMA.spark_ddl().split(", ")[len(SCHEMA.fields):]]
+    assert added == list(PARSE_COLUMNS)
