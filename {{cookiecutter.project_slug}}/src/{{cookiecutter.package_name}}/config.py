@@ -21,7 +21,7 @@ ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
 GUARANTEES = ("exactly-once", "at-least-once")
 RESTART_STRATEGIES = ("none", "fixed-delay", "exponential-backoff", "failure-rate")
 FIELD_TYPES = ("string", "int", "float", "bool")
-# Columns the parse adds beside the event's fields (parsing.EventSchema.spark_ddl): no field may
+# Columns the parse adds beside the event's fields (parsing.parse_records): no field may
 # take one of these names.
 PARSE_COLUMNS = ("is_event", "dead_letter_reason", "topic", "partition", "offset", "raw_value")
 LOG_FORMATS = ("text", "json")  # logs.py

@@ -29,12 +29,9 @@ class EventSchema:
     key_field: str
     max_record_bytes: int
 
-    def spark_ddl(self) -> str:
-        """The parsed event: its fields, whether it is one, the dead-letter reason, the source
-        coordinates, the raw value."""
-        names = [f"`{name}` {SPARK_TYPES[kind]}" for name, kind in self.fields.items()]
-        return ", ".join([*names, f"{IS_EVENT} BOOLEAN", f"{REASON} STRING", "topic STRING", "partition INT",
-                          "offset BIGINT", "raw_value BINARY"])
+    def fields_ddl(self) -> str:
+        """The event's fields: all the job's filter may read."""
+        return ", ".join(f"`{name}` {SPARK_TYPES[kind]}" for name, kind in self.fields.items())
 
 
 # A check of a record: the condition that makes it a dead letter, and the reason to give.

@@ -54,8 +54,9 @@ def check_before_spark(config: JobConfig) -> None:
 
 
 def check_filter(spark: SparkSession, config: JobConfig) -> None:
-    """Analyse the filter against the parsed event schema, without running anything."""
-    empty = spark.createDataFrame([], event_schema(config).spark_ddl())
+    """Analyse the filter against the event's fields, without running anything. Only the fields:
+    the count's query carries nothing else past the filter (job.keep_matching)."""
+    empty = spark.createDataFrame([], event_schema(config).fields_ddl())
     try:
         empty.where(config.filter).schema  # noqa: B018 - forces analysis
     except PySparkException as error:
