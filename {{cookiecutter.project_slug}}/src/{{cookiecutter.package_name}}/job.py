@@ -24,6 +24,7 @@ from .kafka_client import FETCH_MAX_WAIT_MS, java_client_options
 from .output_records import encode, for_batch
 from .parsing import IS_EVENT, EventSchema, parse_records
 from .plan_barriers import where_in_place
+from .session import checkpoint_conf
 from .session import spark_session as new_session
 from .sink import KafkaSink
 from .sink.settings import SinkSettings
@@ -33,7 +34,8 @@ from .storage import resolve_location
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
     json_logs = config.log_format == "json"
     if not object_store.on_s3(config.checkpoint_location):
-        return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, config.spark,
+        conf = {**checkpoint_conf(resolve_location(config.checkpoint_location)), **config.spark}
+        return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, conf,
                            json_logs=json_logs)
     object_store.use_in_this_process(config.s3)
     return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -61,3 +62,29 @@ def test_the_ui_brings_sparks_prometheus_endpoint_and_port_zero_keeps_both_off()
     assert on["spark.metrics.conf.*.sink.prometheusServlet.path"] == "/metrics/prometheus"
     assert on["spark.metrics.namespace"] == "color-job"  # stable series names, not the app id
     assert session.ui_conf("color-job", 0) == {"spark.ui.enabled": "false"}
+
+
+def test_a_local_checkpoint_goes_through_the_raw_local_filesystem_and_shared_storage_keeps_sparks_default():
+    assert session.checkpoint_conf("file:///var/lib/job/checkpoints") == session.LOCAL_CHECKPOINT_CONF
+    for location in ("s3a://bucket/checkpoints", "hdfs://namenode/checkpoints"):
+        assert session.checkpoint_conf(location) == {}
+
+
+def test_the_local_checkpoint_classes_exist_in_this_spark(spark):
+    """A Spark upgrade that moves either class fails here, not in the job's first batch."""
+    for key in ("spark.hadoop.fs.file.impl", "spark.sql.streaming.checkpointFileManagerClass"):
+        spark._jvm.java.lang.Class.forName(session.LOCAL_CHECKPOINT_CONF[key])
+
+
+def test_the_jobs_session_takes_the_checkpoints_settings_under_the_users_spark_table(monkeypatch, tmp_path):
+    from {{ cookiecutter.package_name }} import job
+    from {{ cookiecutter.package_name }}.config import load_config
+
+    given = {}
+    monkeypatch.setattr(job, "new_session", lambda *args, **kwargs: given.update(conf=args[4]))
+    user_choice = {"spark.sql.streaming.checkpointFileManagerClass": "com.example.TheirManager"}
+    job.spark_session(load_config(None, {"checkpoint_location": str(tmp_path)}, environ={}))
+    assert given["conf"] == session.LOCAL_CHECKPOINT_CONF
+    config = load_config(None, {"checkpoint_location": str(tmp_path)}, environ={})
+    job.spark_session(dataclasses.replace(config, spark={**config.spark, **user_choice}))
+    assert given["conf"]["spark.sql.streaming.checkpointFileManagerClass"] == "com.example.TheirManager"

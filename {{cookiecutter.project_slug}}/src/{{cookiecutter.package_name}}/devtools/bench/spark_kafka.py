@@ -29,9 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from ...kafka_client import FETCH_MAX_WAIT_MS
-    from ...session import spark_session
+    from ...session import checkpoint_conf, spark_session
+    from ...storage import resolve_location
 
-    spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions)
+    # The job's session for its checkpoint (job.spark_session): like for like.
+    spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions,
+                          conf=checkpoint_conf(resolve_location(args.checkpoint)))
     progress = record_progress(spark, args.progress_file)
     key = args.key_field
     events = (
