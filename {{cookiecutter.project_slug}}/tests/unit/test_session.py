@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -82,9 +81,9 @@ def test_the_jobs_session_takes_the_checkpoints_settings_under_the_users_spark_t
 
     given = {}
     monkeypatch.setattr(job, "new_session", lambda *args, **kwargs: given.update(conf=args[4]))
-    user_choice = {"spark.sql.streaming.checkpointFileManagerClass": "com.example.TheirManager"}
     job.spark_session(load_config(None, {"checkpoint_location": str(tmp_path)}, environ={}))
     assert given["conf"] == session.LOCAL_CHECKPOINT_CONF
-    config = load_config(None, {"checkpoint_location": str(tmp_path)}, environ={})
-    job.spark_session(dataclasses.replace(config, spark={**config.spark, **user_choice}))
-    assert given["conf"]["spark.sql.streaming.checkpointFileManagerClass"] == "com.example.TheirManager"
+    manager = "spark.sql.streaming.checkpointFileManagerClass"
+    theirs = {"checkpoint_location": str(tmp_path), manager: "com.example.Theirs"}
+    job.spark_session(load_config(None, theirs, environ={}))
+    assert given["conf"][manager] == "com.example.Theirs"
