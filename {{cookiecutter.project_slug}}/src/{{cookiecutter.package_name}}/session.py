@@ -23,13 +23,14 @@ IVY_SETTINGS = CONF_DIR / "ivysettings.xml"
 LOG4J2_CONFIG = CONF_DIR / "log4j2.properties"
 LOG4J2_JSON_LAYOUT = CONF_DIR / "log4j2-json.properties"  # log_format = "json": over LOG4J2_CONFIG
 ARROW_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
-# A checkpoint on the local disk through Hadoop's raw local filesystem and Spark's FileSystem-based
-# checkpoint manager. Without Hadoop's native library (pip's PySpark has none), the default pair
-# (checksummed FileContext) forks `chmod` and `readlink` ten times per file it writes: ~35 ms per
-# offset, commit and state changelog file, ~100 ms a batch; this pair writes one in ~5 ms. A local
-# rename is atomic, which is all Spark's checkpoint needs; no .crc files are written.
+# A checkpoint on the local disk through Spark's FileSystem-based checkpoint manager. Without
+# Hadoop's native library (pip's PySpark has none), the default FileContext-based one forks
+# `chmod` and `readlink` ten times per file it writes (its atomic rename stats the link): ~35 ms
+# per offset, commit and state changelog file, ~100 ms a batch. The FileSystem API renames with
+# one rename(2), which is atomic on a local disk, and forks `chmod` twice (the file, its .crc).
+# Hadoop's raw local filesystem would save those too, but RocksDB's snapshot upload needs the
+# checksummed one (FileSystem.getLocal casts to it).
 LOCAL_CHECKPOINT_CONF = {
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
 }

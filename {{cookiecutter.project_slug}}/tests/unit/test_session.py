@@ -69,10 +69,9 @@ def test_a_local_checkpoint_goes_through_the_raw_local_filesystem_and_shared_sto
         assert session.checkpoint_conf(location) == {}
 
 
-def test_the_local_checkpoint_classes_exist_in_this_spark(spark):
-    """A Spark upgrade that moves either class fails here, not in the job's first batch."""
-    for key in ("spark.hadoop.fs.file.impl", "spark.sql.streaming.checkpointFileManagerClass"):
-        spark._jvm.java.lang.Class.forName(session.LOCAL_CHECKPOINT_CONF[key])
+def test_the_local_checkpoint_manager_exists_in_this_spark(spark):
+    """A Spark upgrade that moves the class fails here, not in the job's first batch."""
+    spark._jvm.java.lang.Class.forName(session.LOCAL_CHECKPOINT_CONF["spark.sql.streaming.checkpointFileManagerClass"])
 
 
 def test_the_jobs_session_takes_the_checkpoints_settings_under_the_users_spark_table(monkeypatch, tmp_path):
