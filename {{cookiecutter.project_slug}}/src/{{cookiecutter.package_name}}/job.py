@@ -34,7 +34,7 @@ from .storage import resolve_location
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
     json_logs = config.log_format == "json"
     if not object_store.on_s3(config.checkpoint_location):
-        conf = {**checkpoint_conf(resolve_location(config.checkpoint_location)), **config.spark}
+        conf = {**checkpoint_conf(config.checkpoint_location), **config.spark}
         return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, conf,
                            json_logs=json_logs)
     object_store.use_in_this_process(config.s3)

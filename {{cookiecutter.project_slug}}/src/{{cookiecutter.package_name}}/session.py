@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from .storage import resolve_location
+
 SCALA_VERSION = "2.13"
 # The connector is pinned to the PySpark version: the two are one release of Spark. PySpark is
 # 4.2.0 because spark-sql-kafka-0-10 4.2.0 is the newest that resolves from Maven Central here
@@ -89,9 +91,9 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: 
 
 
 def checkpoint_conf(location: str) -> dict[str, str]:
-    """What a checkpoint at `location` (a URI) needs of the session: LOCAL_CHECKPOINT_CONF for one
-    on the local disk (`file:`); nothing for shared storage (HDFS, S3A keep Spark's defaults)."""
-    return dict(LOCAL_CHECKPOINT_CONF) if location.startswith("file:") else {}
+    """What a checkpoint at `location` (a path or URI) needs of the session: LOCAL_CHECKPOINT_CONF
+    for one on the local disk; nothing for shared storage (HDFS, S3A keep Spark's defaults)."""
+    return dict(LOCAL_CHECKPOINT_CONF) if resolve_location(location).startswith("file:") else {}
 
 
 def ui_conf(app_name: str, port: int) -> dict[str, str]:

@@ -63,8 +63,9 @@ def test_the_ui_brings_sparks_prometheus_endpoint_and_port_zero_keeps_both_off()
     assert session.ui_conf("color-job", 0) == {"spark.ui.enabled": "false"}
 
 
-def test_a_local_checkpoint_goes_through_the_raw_local_filesystem_and_shared_storage_keeps_sparks_default():
-    assert session.checkpoint_conf("file:///var/lib/job/checkpoints") == session.LOCAL_CHECKPOINT_CONF
+def test_a_local_checkpoint_gets_the_filesystem_based_manager_and_shared_storage_keeps_sparks_default():
+    for location in ("file:///var/lib/job/checkpoints", "checkpoints", "/var/lib/job/checkpoints"):
+        assert session.checkpoint_conf(location) == session.LOCAL_CHECKPOINT_CONF
     for location in ("s3a://bucket/checkpoints", "hdfs://namenode/checkpoints"):
         assert session.checkpoint_conf(location) == {}
 

@@ -30,11 +30,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from ...kafka_client import FETCH_MAX_WAIT_MS
     from ...session import checkpoint_conf, spark_session
-    from ...storage import resolve_location
 
     # The job's session for its checkpoint (job.spark_session): like for like.
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions,
-                          conf=checkpoint_conf(resolve_location(args.checkpoint)))
+                          conf=checkpoint_conf(args.checkpoint))
     progress = record_progress(spark, args.progress_file)
     key = args.key_field
     events = (
