@@ -23,6 +23,7 @@ from .errors import ConfigError, Fenced, GaveUp, KafkaUnreachable
 from .job import build_query
 from .logs import event
 from .outage import OutageTolerance
+from .progress_reports import ProgressReports
 from .sink.coordinator import ProducerFenced
 from .storage import resolve_location
 
@@ -112,8 +113,8 @@ def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: 
         "lag": None if lag is None else sum(lag.values()),
         "lag_per_partition": None if lag is None else {f"{t}/{p}": n for (t, p), n in sorted(lag.items())},
     }
-    batch_id, published, phase2_seconds = metrics.LAST_PUBLISHED.get(config.sink_id, (None, {}, 0.0))
-    if batch_id == progress.get("batchId"):
+    if (batch := metrics.RECENTLY_PUBLISHED.get(config.sink_id, {}).get(progress.get("batchId"))) is not None:
+        published, phase2_seconds = batch
         fields.update(output_records=published.get(config.output_topic, 0),
                       dead_letters=published.get(config.dead_letter_topic, 0),
                       phase2_ms=round(phase2_seconds * 1000, 1))
@@ -244,7 +245,7 @@ def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
 def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, until_idle_batches: int | None,
                outage: OutageTolerance, stopping: threading.Event) -> bool:
     """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
-    last_seen = None
+    reports = ProgressReports()
     idle = 0
     seen_input = False
     trigger_since: float | None = None  # when the trigger that is running now started
@@ -253,28 +254,33 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
             log.info("stop requested: stopping at the next batch boundary")
             stop_at_batch_boundary(query, stopping)
             return True
-        if query.awaitTermination(1.0):
+        ended = query.awaitTermination(1.0)
+        for progress in reports.new(query):  # after the end too: the batch before a failure has its line
+            _report(progress, config, outage)
+            if progress.get("numInputRows", 0) > 0:
+                seen_input, idle = True, 0
+            else:
+                idle += 1
+        if ended:
             if (failure := query.exception()) is not None:
                 raise failure
+            return True
+        # With no input at all, wait three times as long before calling the input drained.
+        if until_idle_batches is not None and idle >= until_idle_batches * (1 if seen_input else 3):
+            stop_at_batch_boundary(query, stopping)
             return True
         now = time.monotonic()
         trigger_since = (trigger_since or now) if query.status.get("isTriggerActive") else None
         trigger_seconds = now - trigger_since if trigger_since else 0
         metrics.TRIGGER_RUNNING.labels(config.sink_id).set(trigger_seconds)
         outage.watch(trigger_seconds)
-        progress = query.lastProgress
-        if progress and progress["timestamp"] != last_seen:  # idle triggers report too, same batch id
-            last_seen = progress["timestamp"]
-            lag = lag_per_partition(progress)
-            if lag is not None:
-                metrics.record_progress(config.sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
-            outage.batch_completed()
-            if progress.get("numInputRows", 0) > 0:
-                log.info(describe_progress(progress, lag), extra=batch_event(progress, lag, config))
-                seen_input, idle = True, 0
-            else:
-                idle += 1
-            # With no input at all, wait three times as long before calling the input drained.
-            if until_idle_batches is not None and idle >= until_idle_batches * (1 if seen_input else 3):
-                stop_at_batch_boundary(query, stopping)
-                return True
+
+
+def _report(progress: dict, config: JobConfig, outage: OutageTolerance) -> None:
+    """A trigger's report: metrics, the outage watch, and a log line for a batch with input."""
+    lag = lag_per_partition(progress)
+    if lag is not None:
+        metrics.record_progress(config.sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
+    outage.batch_completed()
+    if progress.get("numInputRows", 0) > 0:
+        log.info(describe_progress(progress, lag), extra=batch_event(progress, lag, config))

@@ -27,6 +27,11 @@ def run_and_check_exact(job, sample, **options: str) -> Published:
     verdict = verify(published, counts, malformed)
     assert verdict.exactly_once, verdict.problems
     assert published.final_counts() == counts
+    # One log line per batch with input, however quickly the batches follow each other.
+    logged = [int(batch) for batch in re.findall(r"\bbatch (\d+): \d+ records in", result.stdout)]
+    assert len(logged) == len(set(logged)), f"a batch logged twice: {logged}"
+    published_batches = {batch for history in published.counts.values() for batch, _ in history}
+    assert published_batches <= set(logged), f"batches without their log line: {published_batches - set(logged)}"
     return published
 
 

@@ -31,3 +31,25 @@ def test_missing_tool_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setattr(maven.shutil, "which", lambda tool: None)
     with pytest.raises(KafkaUnavailable, match="apt-get install maven"):
         process.resolve_jars()
+
+
+def test_a_state_file_whose_pid_is_now_another_process_is_not_the_broker(tmp_path):
+    """After a reboot, `kafka up` / `kafka down` find the old broker.json: its pid may be any
+    process now. It is neither reported as the running broker nor signalled."""
+    import json
+    import subprocess
+    import sys
+
+    from {{ cookiecutter.package_name }}.devtools.kafka_local import daemon
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        for pid in (other.pid, 2 ** 22 + 1):  # another group leader; no process at all
+            (tmp_path / daemon.STATE_FILE).write_text(json.dumps(
+                {"pid": pid, "port": 1, "controller_port": 2, "bootstrap_servers": "127.0.0.1:1"}))
+            assert daemon.running_bootstrap(tmp_path) is None
+            assert daemon.down(tmp_path) is False
+        assert other.poll() is None, "kafka down signalled a process that is not the broker"
+    finally:
+        other.kill()
+        other.wait()

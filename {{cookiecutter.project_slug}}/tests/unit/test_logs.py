@@ -1,5 +1,5 @@
 """The log formats (logs.py): JSON lines with the event's fields, secrets masked in both formats,
-and the batch event built from Spark's progress and the sink's last published batch."""
+and the batch event built from Spark's progress and what the sink published for that batch."""
 
 from __future__ import annotations
 
@@ -43,5 +43,9 @@ def test_the_batch_event_has_the_sinks_figures_for_that_batch():
                       "duration_ms": {"addBatch": 120, "triggerExecution": 180}, "lag": 10,
                       "lag_per_partition": {"events/0": 10, "events/1": 0},
                       "output_records": 5, "dead_letters": 2, "phase2_ms": 12.3}
-    progress["batchId"] = 8  # the sink has not published batch 8: no figures rather than batch 7's
-    assert "output_records" not in batch_event(progress, lag_per_partition(progress), config)["event"]
+    later = dict(progress, batchId=8)  # the sink has not published batch 8: no figures rather than batch 7's
+    assert "output_records" not in batch_event(later, lag_per_partition(later), config)["event"]
+    # Batch 8 published before the runner read batch 7's report: batch 7 keeps its own figures.
+    metrics.record_batch("logs-unit", 8, {config.output_topic: 9}, 0.02)
+    assert batch_event(progress, lag_per_partition(progress), config)["event"]["output_records"] == 5
+    assert batch_event(later, lag_per_partition(later), config)["event"]["output_records"] == 9

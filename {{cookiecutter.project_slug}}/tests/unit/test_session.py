@@ -54,6 +54,11 @@ def test_arrow_batches_to_the_sink_are_bounded_by_bytes(spark):
     assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(ARROW_MAX_BYTES_PER_BATCH)
 
 
+def test_a_query_keeps_the_progress_reports_the_runner_reads(spark):
+    """progress_reports.py reads every kept report when batches ended between two polls."""
+    assert spark.conf.get("spark.sql.streaming.numRecentProgressUpdates") == "20"
+
+
 def test_the_ui_brings_sparks_prometheus_endpoint_and_port_zero_keeps_both_off():
     on = session.ui_conf("color-job", 4050)
     assert on["spark.ui.enabled"] == "true" and on["spark.ui.port"] == "4050"

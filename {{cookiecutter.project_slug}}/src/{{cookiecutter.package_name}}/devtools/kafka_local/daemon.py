@@ -18,10 +18,9 @@ def up(workdir: Path) -> str:
     """Start a broker in `workdir` unless one already runs there; return its bootstrap servers."""
     workdir.mkdir(parents=True, exist_ok=True)
     state_path = workdir / STATE_FILE
-    if state_path.exists():
-        state = json.loads(state_path.read_text())
-        if _alive(state["pid"]):
-            return state["bootstrap_servers"]
+    if (running := running_bootstrap(workdir)) is not None:
+        print(f"kafka: a local broker already runs at {running}")
+        return running
     broker = LocalKafkaBroker(workdir)
     if state_path.exists():  # reuse the ports: the KRaft voter endpoint was formatted with them
         state = json.loads(state_path.read_text())
@@ -42,14 +41,17 @@ def down(workdir: Path, timeout: float = 30.0) -> bool:
     if not state_path.exists():
         return False
     pid = json.loads(state_path.read_text())["pid"]
-    if not _alive(pid):
+    if not _is_our_broker(pid):
         return False
-    os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _alive(pid):
-        os.killpg(pid, signal.SIGKILL)
+    try:
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended meanwhile
+        pass
     return True
 
 
@@ -57,9 +59,27 @@ def running_bootstrap(workdir: Path) -> str | None:
     state_path = workdir / STATE_FILE
     if state_path.exists():
         state = json.loads(state_path.read_text())
-        if _alive(state["pid"]):
+        if _is_our_broker(state["pid"]):
             return state["bootstrap_servers"]
     return None
+
+
+def _is_our_broker(pid: int) -> bool:
+    """The broker `up` started: alive, leading its own process group (it was started in a new
+    session) and, where /proc tells, running Kafka. After a reboot the state file's pid can
+    belong to any other process, which must be neither reported as the broker nor signalled."""
+    if not _alive(pid):
+        return False
+    try:
+        if os.getpgid(pid) != pid:
+            return False
+    except ProcessLookupError:
+        return False
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    try:
+        return b"kafka.Kafka" in cmdline.read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no /proc on this system: the group check must do
 
 
 def _alive(pid: int) -> bool:
