@@ -101,14 +101,16 @@ def sink_settings(config: JobConfig) -> SinkSettings:
         shards=config.commit_shards,
         commit_timeout_seconds=config.commit_timeout_seconds,
         client=dict(config.kafka),
+        first_batch_id=savepoints.first_batch_id(config),
     )
 
 
 def write_changes(changes: Changes, config: JobConfig, stopping: threading.Event | None = None) -> DataStreamWriter:
-    first = savepoints.first_batch_id(config)
+    settings = sink_settings(config)
+    first = settings.first_batch_id
     read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config), first)
     encoder = for_batch if first == 0 else lambda records, batch_id: for_batch(records, first + batch_id)
-    sink = KafkaSink(sink_settings(config), config.delivery_guarantee, encoder, read_back, stopping)
+    sink = KafkaSink(settings, config.delivery_guarantee, encoder, read_back, stopping)
     return (
         encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)
         .outputMode(changes.output_mode)

@@ -44,6 +44,7 @@ class FakeProducer:
     produced: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
     committed: list[list[tuple[str, bytes | None, bytes | None]]] = field(default_factory=list)
     pending: list[tuple[str, bytes | None, bytes | None]] = field(default_factory=list)
+    headers: dict[str, set[bytes]] = field(default_factory=dict)  # per topic, the batch_id headers produced
 
     def _call(self, name: str) -> None:
         self.calls.append(name)
@@ -57,6 +58,7 @@ class FakeProducer:
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, headers=None) -> None:
         self._call("produce")
         self.pending.append((topic, key, value))
+        self.headers.setdefault(topic, set()).update(v for k, v in headers or [] if k == "batch_id")
 
     def poll(self, _timeout: float) -> int:
         return 0
@@ -124,6 +126,15 @@ def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_commit
     assert records_of(transaction) == ["out"] * 6 + [MARKERS]
     assert pool.shards[0].published == 4
     assert SinkLog(settings.checkpoint, settings.sink_id).read(4).status == COMMITTED
+
+
+def test_the_records_batch_id_header_continues_a_savepoints_numbering_and_the_marker_keeps_sparks(settings, pool):
+    """After `run --from-savepoint`, the values carry first_batch_id + Spark's batch id: so do the
+    records' headers. The marker's value and header stay in the checkpoint's own numbering."""
+    settings = replace(settings, first_batch_id=100)
+    pool.shards[0] = FakeShard(settings, 0)
+    commit_batch(settings, batch(rows=3), 4)
+    assert pool.shards[0].producer.headers == {"out": {b"104"}, MARKERS: {b"4"}}
 
 
 def test_an_empty_batch_publishes_nothing(settings, pool):

@@ -44,6 +44,17 @@ def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
             for message in _read(bootstrap_servers, topic, "read_committed", timeout, SETTLE_SECONDS)]
 
 
+def batch_header_mismatches(bootstrap_servers: str, topic: str) -> list[str]:
+    """The committed records whose `batch_id` header is not the `batch_id` of their JSON value."""
+    mismatches = []
+    for message in _read(bootstrap_servers, topic, "read_committed", 60.0, SETTLE_SECONDS):
+        header = dict(message.headers() or []).get("batch_id")
+        value = json.loads(message.value())["batch_id"]
+        if header is None or int(header) != value:
+            mismatches.append(f"{topic}/{message.partition()}@{message.offset()}: header {header!r}, value {value}")
+    return mismatches
+
+
 def wait_for_settled_transactions(bootstrap_servers: str, topic: str, timeout: float = SETTLE_SECONDS) -> bool:
     """Wait until no partition of the topic has a transaction in flight (its last stable offset is
     its end); False if one still has after `timeout` seconds."""

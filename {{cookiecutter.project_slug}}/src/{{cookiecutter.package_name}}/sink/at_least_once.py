@@ -17,20 +17,20 @@ TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 TASK_OUTPUT = "reference BINARY"
 
 
-def produce_task(settings: SinkSettings) -> TaskFunction:
-    bootstrap_servers, client = settings.bootstrap_servers, settings.client
+def produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
+    bootstrap_servers, client, headers = settings.bootstrap_servers, settings.client, settings.batch_header(batch_id)
 
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         references: list[bytes] = []
-        produce_now(bootstrap_servers, client, batches, references)
+        produce_now(bootstrap_servers, client, batches, headers, references)
         yield pa.RecordBatch.from_pydict({"reference": references}, schema=pa.schema([("reference", pa.binary())]))
 
     return produce_partition
 
 
 def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch],
-                references: list[bytes] | None = None) -> int:
-    """Produce every record with a topic; the others' keys go to `references`."""
+                headers: list[tuple[str, bytes]], references: list[bytes] | None = None) -> int:
+    """Produce every record with a topic, with `headers`; the others' keys go to `references`."""
     from confluent_kafka import Producer
 
     producer = Producer(librdkafka_config(bootstrap_servers, client, {
@@ -52,7 +52,7 @@ def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iter
             rows += 1
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                    producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery)
                     break
                 except BufferError:
                     producer.poll(0.05)

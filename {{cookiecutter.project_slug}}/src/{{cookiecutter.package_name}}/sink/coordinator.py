@@ -143,7 +143,7 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecor
     deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
     producer.begin_transaction()
     # Step 3. The records (counts and dead letters), then the marker.
-    headers = [("batch_id", str(batch_id).encode())]
+    headers = settings.batch_header(batch_id)
     try:
         # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
         for chunk in records.chunks(shard.shard):
@@ -152,8 +152,10 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecor
             topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
             for topic, key, value in zip(topics, keys, values, strict=True):
                 _produce(producer, topic, key, value, headers)
+        # The marker speaks the checkpoint's own batch ids, in its value and its header.
         _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
-                 marker_value(settings.sink_id, shard.shard, batch_id, records.rows_per_shard[shard.shard]), headers)
+                 marker_value(settings.sink_id, shard.shard, batch_id, records.rows_per_shard[shard.shard]),
+                 [("batch_id", str(batch_id).encode())])
     except RecordRejected:
         producer.abort_transaction(settings.commit_timeout_seconds)
         raise

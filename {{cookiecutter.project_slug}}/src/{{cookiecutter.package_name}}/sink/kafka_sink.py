@@ -77,10 +77,11 @@ class KafkaSink:
             raise StoppingBeforeBatch(f"batch {batch_id} not started: the job is stopping")
         records = self.encode(output, batch_id)
         if self.guarantee == AT_LEAST_ONCE:
-            references = [row[0] for row in records.mapInArrow(produce_task(self.settings), TASK_OUTPUT).collect()]
+            produce = produce_task(self.settings, batch_id)
+            references = [row[0] for row in records.mapInArrow(produce, TASK_OUTPUT).collect()]
             if references:
                 more = self._read_back(output.sparkSession, references, batch_id)
-                more.mapInArrow(produce_task(self.settings), TASK_OUTPUT).collect()
+                more.mapInArrow(produce, TASK_OUTPUT).collect()
             # Records are already visible; a crash here makes Spark re-run (and re-publish) the batch.
             for point in faults.POINTS[:-1]:
                 faults.maybe_crash(point, batch_id)

@@ -29,6 +29,13 @@ class SinkSettings:
     shards: int
     commit_timeout_seconds: float
     client: dict[str, str]  # the user's [kafka] settings
+    # The batch id this checkpoint's batch 0 publishes as: 0, or after a savepoint the one that
+    # continues the numbering of the checkpoint it came from (savepoints.first_batch_id).
+    first_batch_id: int = 0
+
+    def batch_header(self, batch_id: int) -> list[tuple[str, bytes]]:
+        """The `batch_id` header of a batch's records: the id their values carry."""
+        return [("batch_id", str(self.first_batch_id + batch_id).encode())]
 
     def transactional_id(self, shard: int) -> str:
         """Stable across restarts: the next driver's producer fences this one's."""
