@@ -31,7 +31,7 @@ bench: venv
 	$(PYTHON) .ci/publish_bench.py bench/color-counts/bench-out
 
 lint: venv
-	$(BIN)/ruff check hooks tests
+	$(BIN)/ruff check hooks tests .ci
 
 clean:
 	rm -rf $(VENV) demo bench

@@ -43,9 +43,9 @@ def main(run_dir: str) -> None:
         "",
         "![throughput](.ci/bench-results/throughput.png)",
         *(["", "![scaling](.ci/bench-results/scaling-keys.png)"] if (source / "scaling-keys.png").exists() else
-          ["", "Scaling (distinct keys, partitions, shards): not part of this run; the last `--scaling` run is in "
-               "[.ci/bench-results/scaling-results.md](.ci/bench-results/scaling-results.md) (with its plot, "
-               "`scaling-keys.png`, and JSON)."] if (KEPT / "scaling-results.md").exists() else []),
+          ["", ("Scaling (distinct keys, partitions, shards): not part of this run; the last `--scaling` run is in "
+                "[.ci/bench-results/scaling-results.md](.ci/bench-results/scaling-results.md) (with its plot, "
+                "`scaling-keys.png`, and JSON).")] if (KEPT / "scaling-results.md").exists() else []),
         "",
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",
