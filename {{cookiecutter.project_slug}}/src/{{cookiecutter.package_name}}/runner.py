@@ -249,18 +249,24 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
     idle = 0
     seen_input = False
     trigger_since: float | None = None  # when the trigger that is running now started
-    while True:
-        if stop.event.is_set():
-            log.info("stop requested: stopping at the next batch boundary")
-            stop_at_batch_boundary(query, stopping)
-            return True
-        ended = query.awaitTermination(1.0)
-        for progress in reports.new(query):  # after the end too: the batch before a failure has its line
+
+    def read_reports() -> None:  # after the end too: the last batches before a stop or a failure
+        nonlocal idle, seen_input
+        for progress in reports.new(query):
             _report(progress, config, outage)
             if progress.get("numInputRows", 0) > 0:
                 seen_input, idle = True, 0
             else:
                 idle += 1
+
+    while True:
+        if stop.event.is_set():
+            log.info("stop requested: stopping at the next batch boundary")
+            stop_at_batch_boundary(query, stopping)
+            read_reports()
+            return True
+        ended = query.awaitTermination(1.0)
+        read_reports()
         if ended:
             if (failure := query.exception()) is not None:
                 raise failure
@@ -268,6 +274,7 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
         # With no input at all, wait three times as long before calling the input drained.
         if until_idle_batches is not None and idle >= until_idle_batches * (1 if seen_input else 3):
             stop_at_batch_boundary(query, stopping)
+            read_reports()
             return True
         now = time.monotonic()
         trigger_since = (trigger_since or now) if query.status.get("isTriggerActive") else None

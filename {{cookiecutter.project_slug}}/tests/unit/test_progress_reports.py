@@ -101,3 +101,42 @@ def test_reports_gone_before_they_were_read_are_named_in_a_warning(caplog):
     with caplog.at_level(logging.WARNING):
         assert seen(reports.new(query)) == [(4, 10), (5, 10), (6, 10)]
     assert "batches 1 to 3 are gone" in caplog.text
+
+
+class EndedQuery(ReportingQuery):
+    """A query that has already ended when the runner first looks: as after batch 0 ended and
+    batch 1 failed within one poll; `failure` None: stopped."""
+
+    def __init__(self, failure: Exception | None) -> None:
+        super().__init__()
+        self.failure = failure
+        self.status = {"isTriggerActive": False}
+
+    def awaitTermination(self, _timeout: float) -> bool:
+        return True
+
+    def exception(self) -> Exception | None:
+        return self.failure
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("batch 1 failed"), None])
+def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failure, caplog):
+    import threading
+
+    from {{ cookiecutter.package_name }} import runner
+    from {{ cookiecutter.package_name }}.config import load_config
+    from {{ cookiecutter.package_name }}.outage import OutageTolerance
+
+    config = load_config(None, {"sink_id": "reports-unit"}, environ={})
+    query = EndedQuery(failure)
+    query.batch(0, rows=1000)
+    query.batch(1, rows=500)
+    stop = runner.StopRequested()
+    with caplog.at_level(logging.INFO, logger=runner.__name__):
+        if failure is None:
+            assert runner._supervise(query, config, stop, None, OutageTolerance(config, stop.event), threading.Event())
+        else:
+            with pytest.raises(RuntimeError, match="batch 1 failed"):
+                runner._supervise(query, config, stop, None, OutageTolerance(config, stop.event), threading.Event())
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
+    assert [line.split(":")[0] for line in lines] == ["batch 0", "batch 1"], lines
