@@ -265,7 +265,11 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
             stop_at_batch_boundary(query, stopping)
             read_reports()
             return True
-        ended = query.awaitTermination(1.0)
+        try:
+            ended = query.awaitTermination(1.0)
+        except StreamingQueryException:  # how a failed query ends it (it does not return True)
+            read_reports()
+            raise
         read_reports()
         if ended:
             if (failure := query.exception()) is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from {{ cookiecutter.package_name }}.progress_reports import ProgressReports
 
@@ -105,7 +106,8 @@ def test_reports_gone_before_they_were_read_are_named_in_a_warning(caplog):
 
 class EndedQuery(ReportingQuery):
     """A query that has already ended when the runner first looks: as after batch 0 ended and
-    batch 1 failed within one poll; `failure` None: stopped."""
+    batch 1 failed within one poll; `failure` None: stopped. As PySpark's, awaitTermination
+    raises the failure rather than returning True."""
 
     def __init__(self, failure: Exception | None) -> None:
         super().__init__()
@@ -113,13 +115,15 @@ class EndedQuery(ReportingQuery):
         self.status = {"isTriggerActive": False}
 
     def awaitTermination(self, _timeout: float) -> bool:
+        if self.failure is not None:
+            raise self.failure
         return True
 
     def exception(self) -> Exception | None:
         return self.failure
 
 
-@pytest.mark.parametrize("failure", [RuntimeError("batch 1 failed"), None])
+@pytest.mark.parametrize("failure", [StreamingQueryException("batch 1 failed"), None])
 def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failure, caplog):
     import threading
 
@@ -136,7 +140,7 @@ def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failu
         if failure is None:
             assert runner._supervise(query, config, stop, None, OutageTolerance(config, stop.event), threading.Event())
         else:
-            with pytest.raises(RuntimeError, match="batch 1 failed"):
+            with pytest.raises(StreamingQueryException, match="batch 1 failed"):
                 runner._supervise(query, config, stop, None, OutageTolerance(config, stop.event), threading.Event())
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
     assert [line.split(":")[0] for line in lines] == ["batch 0", "batch 1"], lines
