@@ -14,7 +14,13 @@ from pathlib import Path
 from {{ cookiecutter.package_name }} import checkpoint, object_store
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.devtools.processes import start_job
-from {{ cookiecutter.package_name }}.devtools.readback import SETTLE_SECONDS, Published, read_positions, read_published
+from {{ cookiecutter.package_name }}.devtools.readback import (
+    SETTLE_SECONDS,
+    Published,
+    batch_header_mismatches,
+    read_positions,
+    read_published,
+)
 from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server
 from {{ cookiecutter.package_name }}.devtools.sample import Keep, SampleInput, as_key, configured_sample, produce
 from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify, verify_batches
@@ -97,6 +103,11 @@ class JobUnderTest:
 
     def published(self, settle: float = SETTLE_SECONDS) -> Published:
         return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic, settle)
+
+    def batch_header_mismatches(self) -> list[str]:
+        """The committed counts and dead letters whose `batch_id` header is not their value's."""
+        return [mismatch for topic in (self.output_topic, self.dead_letter_topic)
+                for mismatch in batch_header_mismatches(self.bootstrap_servers, topic)]
 
     def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes]) -> Verdict:
         """Final counts and dead letters (verify), then every intermediate count batch by batch

@@ -20,7 +20,7 @@ from harness import CONFIG, EXACTLY_ONCE, SECRET_VARIABLE, merged, on_s3, produc
 
 from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.devtools.processes import start_job
-from {{ cookiecutter.package_name }}.devtools.readback import batch_header_mismatches, read_positions
+from {{ cookiecutter.package_name }}.devtools.readback import read_positions
 from {{ cookiecutter.package_name }}.devtools.sample import SampleInput, as_key
 from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify
 from {{ cookiecutter.package_name }}.savepoints import read_manifest
@@ -148,9 +148,7 @@ def run_changed_job_from_a_savepoint(job, crash_create: bool = False, crash_firs
             if process is not None and process.poll() is None:
                 stop(process, signal.SIGKILL)
     malformed = [value for sample in samples for value in sample.malformed_values]
-    for topic in (job.output_topic, job.dead_letter_topic):  # the resumed job's too
-        mismatches = batch_header_mismatches(job.bootstrap_servers, topic)
-        assert not mismatches, mismatches[:5]
+    assert not (mismatches := job.batch_header_mismatches()), mismatches[:5]  # the resumed job's too
     return verify(job.published(), wanted, malformed), json.loads((savepoint / "manifest.json").read_text())
 
 
