@@ -33,9 +33,13 @@ class SinkSettings:
     # continues the numbering of the checkpoint it came from (savepoints.first_batch_id).
     first_batch_id: int = 0
 
+    def output_batch_id(self, batch_id: int) -> int:
+        """The batch id Spark's batch `batch_id` publishes as, in its records' values and headers."""
+        return self.first_batch_id + batch_id
+
     def batch_header(self, batch_id: int) -> list[tuple[str, bytes]]:
         """The `batch_id` header of a batch's records: the id their values carry."""
-        return [("batch_id", str(self.first_batch_id + batch_id).encode())]
+        return [("batch_id", str(self.output_batch_id(batch_id)).encode())]
 
     def transactional_id(self, shard: int) -> str:
         """Stable across restarts: the next driver's producer fences this one's."""
