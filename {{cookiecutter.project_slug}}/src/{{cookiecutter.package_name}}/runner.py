@@ -266,14 +266,12 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
             read_reports()
             return True
         try:
-            ended = query.awaitTermination(1.0)
-        except StreamingQueryException:  # how a failed query ends it (it does not return True)
+            ended = query.awaitTermination(1.0)  # True once stopped; a failed query raises here instead
+        except StreamingQueryException:
             read_reports()
             raise
         read_reports()
         if ended:
-            if (failure := query.exception()) is not None:
-                raise failure
             return True
         # With no input at all, wait three times as long before calling the input drained.
         if until_idle_batches is not None and idle >= until_idle_batches * (1 if seen_input else 3):

@@ -119,9 +119,6 @@ class EndedQuery(ReportingQuery):
             raise self.failure
         return True
 
-    def exception(self) -> Exception | None:
-        return self.failure
-
 
 @pytest.mark.parametrize("failure", [StreamingQueryException("batch 1 failed"), None])
 def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failure, caplog):
