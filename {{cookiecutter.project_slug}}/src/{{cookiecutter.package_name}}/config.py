@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .identifiers import sink_id_problem, topic_collisions, topic_problem, transactional_id_prefix_problem
 from .kafka_client import java_client_options
 from .object_store import S3_SETTINGS
 
@@ -25,7 +26,7 @@ FIELD_TYPES = ("string", "int", "float", "bool")
 # take one of these names.
 PARSE_COLUMNS = ("is_event", "dead_letter_reason", "topic", "partition", "offset", "raw_value")
 LOG_FORMATS = ("text", "json")  # logs.py
-TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,11 @@ class JobConfig:
     # A query failure while Kafka cannot be reached is waited out (outage.py), and counts as a
     # failure for the restart strategy only past this long; 0 = every failure counts.
     kafka_outage_tolerance_seconds: float = 120.0
+    # Another producer's transaction left open on the marker topic hides the markers committed after
+    # it: a batch waits for it to end (marker.py), and fails only past this long. Such a transaction
+    # ends at the latest when the broker aborts it (its transaction.timeout.ms, at most the brokers'
+    # transaction.max.timeout.ms: 15 minutes by default).
+    foreign_transaction_tolerance_seconds: float = 1200.0
     restart_strategy: str = "fixed-delay"
     restart_attempts: int = 3
     restart_delay_seconds: float = 5.0
@@ -204,13 +210,16 @@ def masked(config: JobConfig) -> dict[str, Any]:
 
 def validated(config: JobConfig) -> JobConfig:
     """Checks that need no broker and no Spark; `preflight` does the others at start-up."""
-    for option in ("input_topic", "output_topic", "dead_letter_topic", "marker_topic"):
-        name = getattr(config, option)
-        if not TOPIC_NAME.match(name) or name in (".", ".."):
-            raise ConfigError(option, f"{name!r} is not a valid Kafka topic name")
-    topics = [config.input_topic, config.output_topic, config.dead_letter_topic, config.marker_topic]
-    if len(set(topics)) != len(topics):
-        raise ConfigError("output_topic", "input, output, dead-letter and marker topics must all differ")
+    # The names Kafka, the checkpoint and the metrics take: the template's hook checks its answers
+    # with these same rules.
+    rules = {**dict.fromkeys(TOPIC_OPTIONS, topic_problem), "sink_id": sink_id_problem,
+             "transactional_id_prefix": transactional_id_prefix_problem}
+    for option, rule in rules.items():
+        if (problem := rule(getattr(config, option))) is not None:
+            raise ConfigError(option, f"{getattr(config, option)!r}: {problem}")
+    topics = {option: getattr(config, option) for option in TOPIC_OPTIONS}
+    for option, problem in topic_collisions(topics).items():  # the first collision
+        raise ConfigError(option, f"{topics[option]!r}: {problem}")
     if config.delivery_guarantee not in GUARANTEES:
         raise ConfigError("delivery_guarantee", f"{config.delivery_guarantee!r} is not one of {', '.join(GUARANTEES)}")
     if config.log_format not in LOG_FORMATS:
@@ -235,7 +244,8 @@ def validated(config: JobConfig) -> JobConfig:
         if getattr(config, option) <= 0:
             raise ConfigError(option, f"must be positive, got {getattr(config, option)}")
     for option in ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
-                   "marker_min_insync_replicas", "kafka_outage_tolerance_seconds"):
+                   "marker_min_insync_replicas", "kafka_outage_tolerance_seconds",
+                   "foreign_transaction_tolerance_seconds"):
         if getattr(config, option) < 0:
             raise ConfigError(option, f"must not be negative, got {getattr(config, option)}")
     for option in ("ui_port", "metrics_port"):

@@ -32,6 +32,9 @@ STOP_REQUEST = "stop-request.json"
 HEARTBEAT_SECONDS = 5.0
 # A heartbeat older than this is a driver that is gone (killed, or its host lost).
 ALIVE_WITHIN_SECONDS = 30.0
+# A driver that could not write its heartbeat for this long stops itself: soon `savepoint create`
+# would take it for gone and fence it while it runs.
+STOP_AFTER_FAILING_SECONDS = ALIVE_WITHIN_SECONDS - 2 * HEARTBEAT_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -83,23 +86,37 @@ def wait_until_stopped(location: str, timeout: float, progress: Callable[[str], 
 class Heartbeat(threading.Thread):
     """Keeps the driver's heartbeat and watches for a stop request, which it passes to `on_stop`."""
 
-    def __init__(self, location: str, on_stop: Callable[[str], None]) -> None:
+    def __init__(self, location: str, on_stop: Callable[[str], None], on_lost: Callable[[str], None],
+                 interval: float = HEARTBEAT_SECONDS, stop_after: float = STOP_AFTER_FAILING_SECONDS) -> None:
         super().__init__(name="driver-heartbeat", daemon=True)
         self.location = location
         self.on_stop = on_stop
+        self.on_lost = on_lost  # the heartbeat failed for `stop_after` seconds: the job must stop
+        self.interval = interval
+        self.stop_after = stop_after
         self.started_at = time.time()
         self.done = threading.Event()
 
     def run(self) -> None:
-        fs, base = filesystem(self.location)
         beat = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self.started_at}
+        written = time.monotonic()
+        lost = False
         while not self.done.is_set():
             try:
+                fs, base = filesystem(self.location)
                 write_atomic(fs, f"{base}/{HEARTBEAT}", json.dumps({**beat, "at": time.time()}).encode())
+                written = time.monotonic()
                 self._check_request()
-            except OSError as error:  # storage briefly unreachable: the next beat tries again
-                log.warning("driver heartbeat: %s", error)
-            self.done.wait(HEARTBEAT_SECONDS)
+            except Exception as error:  # noqa: BLE001 - whatever it is, the next beat tries again
+                failing = time.monotonic() - written
+                log.warning("driver heartbeat: %s: %s (no heartbeat written for %.0fs)", type(error).__name__, error,
+                            failing)
+                if failing >= self.stop_after and not lost:
+                    lost = True
+                    self.on_lost(f"the driver's heartbeat in {self.location} could not be written for {failing:.0f}s "
+                                 f"(last error: {type(error).__name__}: {error}); past {ALIVE_WITHIN_SECONDS:.0f}s a "
+                                 "savepoint would take this job for stopped")
+            self.done.wait(self.interval)
 
     def _check_request(self) -> None:
         request = _read(self.location, STOP_REQUEST)

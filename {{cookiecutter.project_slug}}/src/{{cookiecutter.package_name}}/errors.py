@@ -22,6 +22,11 @@ class Fenced(GaveUp):
     long as both run: this job stops instead, whatever the restart strategy."""
 
 
+class Halted(GaveUp):
+    """The job met something no restart can fix (a record of the sink in a layout this version
+    does not read, a heartbeat it cannot keep): it stops, whatever the restart strategy."""
+
+
 HOW_TO_PROVIDE_KAFKA = (
     "Provide a Kafka in one of these ways: set KAFKA_BOOTSTRAP_SERVERS=host:port to use a "
     "running cluster; run a Docker engine (testcontainers starts Kafka in it); or install "

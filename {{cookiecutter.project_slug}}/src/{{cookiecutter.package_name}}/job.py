@@ -101,6 +101,7 @@ def sink_settings(config: JobConfig) -> SinkSettings:
         shards=config.commit_shards,
         commit_timeout_seconds=config.commit_timeout_seconds,
         client=dict(config.kafka),
+        foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
         first_batch_id=savepoints.first_batch_id(config),
     )
 

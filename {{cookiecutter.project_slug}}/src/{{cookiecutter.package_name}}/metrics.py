@@ -45,6 +45,12 @@ COMMIT_FAILURES = _series(
     Counter, "eos_sink_commit_failures", "Batches whose phase 2 failed (Spark runs them again)")
 FENCED = _series(
     Counter, "eos_sink_fenced", "Times another producer with this sink's transactional id fenced this one")
+RERUN_MISMATCH = _series(
+    Counter, "eos_sink_rerun_mismatch",
+    "Re-runs of a batch whose records differ from the first attempt's (a query that is not deterministic)")
+MARKER_WAIT = _series(
+    Gauge, "eos_sink_marker_wait_seconds",
+    "How long the sink has been waiting for another producer's transaction on the marker topic; 0 when not")
 STAGED_BYTES = _series(
     Counter, "eos_sink_staged_bytes", "Bytes of batches too large for the driver, staged as Parquet")
 INPUT_LAG = _series(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
@@ -11,8 +12,10 @@ from pyspark.sql import SparkSession
 
 from . import checkpoint, object_store
 from .config import ConfigError, JobConfig
+from .errors import GaveUp
 from .job import event_schema
 from .kafka_client import librdkafka_config
+from .logs import event
 from .sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from .sink.pinned import PinnedSettingChanged, PinnedSettings, check_and_pin
 from .sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
@@ -23,15 +26,31 @@ log = logging.getLogger(__name__)
 
 
 def check_kafka(config: JobConfig, timeout: float = 15.0) -> None:
+    """The brokers answer and the job's topics exist. Unreachable brokers are a configuration error
+    for a new checkpoint; a job whose checkpoint exists reached them before, so it is an outage:
+    waited out like one (kafka_outage_tolerance_seconds), so that a driver restarted during a
+    rolling broker restart does not crash-loop."""
     admin = AdminClient(
         librdkafka_config(config.bootstrap_servers, config.kafka, {"socket.connection.setup.timeout.ms": 5000})
     )
-    try:
-        topics = admin.list_topics(timeout=timeout).topics
-    except Exception as error:  # noqa: BLE001 - any failure here means "unreachable"
-        raise ConfigError(
-            "bootstrap_servers", f"cannot reach Kafka at {config.bootstrap_servers} within {timeout:.0f}s ({error})"
-        ) from None
+    started = time.monotonic()
+    while True:
+        try:
+            topics = admin.list_topics(timeout=timeout).topics
+            break
+        except Exception as error:  # noqa: BLE001 - any failure here means "unreachable"
+            waited = time.monotonic() - started
+            if not _has_checkpoint(config):
+                raise ConfigError("bootstrap_servers", f"cannot reach Kafka at {config.bootstrap_servers} within "
+                                                       f"{timeout:.0f}s ({error})") from None
+            if waited > config.kafka_outage_tolerance_seconds:
+                raise GaveUp(f"Kafka unreachable at {config.bootstrap_servers} for {waited:.0f}s at start-up, past "
+                             f"kafka_outage_tolerance_seconds ({config.kafka_outage_tolerance_seconds:.0f})") from None
+            log.warning("Kafka unreachable at %s for %.0fs at start-up (tolerance %.0fs): the checkpoint exists, "
+                        "waiting", config.bootstrap_servers, waited, config.kafka_outage_tolerance_seconds,
+                        extra=event("kafka_unreachable", seconds=round(waited),
+                                    tolerance_seconds=config.kafka_outage_tolerance_seconds))
+            time.sleep(STARTUP_RETRY_SECONDS)
     for option in ("input_topic", "output_topic", "dead_letter_topic"):
         name = getattr(config, option)
         if name not in topics:
@@ -39,6 +58,17 @@ def check_kafka(config: JobConfig, timeout: float = 15.0) -> None:
                 option, f"topic {name!r} does not exist on {config.bootstrap_servers}; create it first "
                 "(`{{ cookiecutter.package_name }} topics create` creates the job's topics)"
             )
+
+
+STARTUP_RETRY_SECONDS = 5.0
+
+
+def _has_checkpoint(config: JobConfig) -> bool:
+    """Whether the job ran on this checkpoint before (storage that cannot be read counts as no)."""
+    try:
+        return not checkpoint.is_new(resolve_location(config.checkpoint_location))
+    except Exception:  # noqa: BLE001 - check_storage reports the storage's own problem
+        return False
 
 
 def check_storage(config: JobConfig) -> None:

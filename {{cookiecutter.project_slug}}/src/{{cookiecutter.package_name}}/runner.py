@@ -19,12 +19,13 @@ from pyspark.sql.streaming import StreamingQuery
 from . import metrics, preflight
 from .config import JobConfig
 from .driver_presence import Heartbeat
-from .errors import ConfigError, Fenced, GaveUp, KafkaUnreachable
+from .errors import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable
 from .job import build_query
 from .logs import event
 from .outage import OutageTolerance
 from .progress_reports import ProgressReports
-from .sink.coordinator import ProducerFenced
+from .sink.coordinator import CheckpointBehindOutput, ProducerFenced, SourceOffsetsWentBack
+from .sink.formats import UnknownFormat
 from .storage import resolve_location
 
 log = logging.getLogger(__name__)
@@ -146,12 +147,22 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
     strategy = RestartStrategy.from_config(config)
     outage = OutageTolerance(config, stop.event)
     preflight.run_all(spark, config)
-    heartbeat = Heartbeat(resolve_location(config.checkpoint_location), lambda reason: _stop_on_request(stop, reason))
+    lost: list[str] = []
+
+    def heartbeat_lost(reason: str) -> None:
+        log.error("stopping at the next batch boundary: %s", reason)
+        lost.append(reason)
+        stop.event.set()
+
+    heartbeat = Heartbeat(resolve_location(config.checkpoint_location), lambda reason: _stop_on_request(stop, reason),
+                          heartbeat_lost)
     heartbeat.start()
     try:
         _run_until_stopped(spark, config, stop, until_idle_batches, strategy, outage)
     finally:
         heartbeat.stop()
+    if lost:
+        raise Halted(f"stopped: {lost[0]}")
 
 
 def _stop_on_request(stop: StopRequested, reason: str) -> None:
@@ -177,6 +188,8 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, stop: StopRequest
         except StreamingQueryException as error:
             if is_fenced(error):
                 raise Fenced(f"stopping: {_first_line(error)}") from error
+            if (broken := invariant_broken(error)) is not None:
+                raise broken from error
             if (refused := state_layout_refused(error)) is not None:
                 raise refused from error
             if outage.ride_out(error):
@@ -192,6 +205,21 @@ _FENCED = f"{ProducerFenced.__name__}:"
 
 def is_fenced(error: Exception) -> bool:
     return _FENCED in str(error)
+
+
+# What the sink relies on does not hold (coordinator.InvariantBroken, formats.UnknownFormat):
+# nothing of the batch was published and a restart would meet the same, so the job stops for good.
+_CHECKPOINT_REFUSED = (CheckpointBehindOutput.__name__, SourceOffsetsWentBack.__name__)
+
+
+def invariant_broken(error: Exception) -> Exception | None:
+    for line in reversed(str(error).splitlines()):
+        for name in _CHECKPOINT_REFUSED:
+            if f"{name}: " in line:
+                return ConfigError("checkpoint_location", line.split(f"{name}: ", 1)[1].strip())
+        if f"{UnknownFormat.__name__}: " in line:
+            return Halted(f"stopping: {line.split(f'{UnknownFormat.__name__}: ', 1)[1].strip()}")
+    return None
 
 
 # Spark refuses a checkpoint whose state another version of the count wrote (its key or value

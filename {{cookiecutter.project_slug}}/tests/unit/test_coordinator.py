@@ -6,6 +6,7 @@ tests/integration/."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,9 +19,11 @@ from {{ cookiecutter.package_name }} import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator, producers
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
 from {{ cookiecutter.package_name }}.sink.coordinator import (
+    CheckpointBehindOutput,
     CommitFailed,
     ProducerFenced,
     RecordRejected,
+    SourceOffsetsWentBack,
     commit_batch,
 )
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
@@ -82,6 +85,7 @@ class FakeShard:
         self.transactional_id = settings.transactional_id(shard)
         self.producer = FakeProducer(fail=dict(fail))
         self.published = published
+        self.published_offsets = ""
 
 
 @pytest.fixture
@@ -101,7 +105,7 @@ class Pool:
 def pool(monkeypatch: pytest.MonkeyPatch) -> Pool:
     """The shards commit_batch gets, in place of real producers."""
     fake = Pool()
-    monkeypatch.setattr(producers, "shards_for", lambda s: [fake.shards[i] for i in range(s.shards)])
+    monkeypatch.setattr(producers, "shards_for", lambda s, _stopping=None: [fake.shards[i] for i in range(s.shards)])
     monkeypatch.setattr(producers, "reset", lambda s: fake.resets.append(s.sink_id))
     return fake
 
@@ -260,3 +264,85 @@ def test_the_metrics_count_what_was_committed_and_nothing_else(settings, pool):
         commit_batch(settings, batch(), 7)
     assert metric("eos_sink_commit_failures_total", **sink) == 1 and metric("eos_sink_fenced_total", **sink) == 1
     assert metric("eos_sink_records_published_total", **sink, topic="out") == 4
+
+
+def test_a_marker_past_the_batch_fails_it_and_publishes_nothing(settings, pool):
+    """Spark plans N+1 only after N's commit: a marker past N means the checkpoint is older than
+    the output. Skipping N would leave its counts in the state and never in the output."""
+    settings = replace(settings, shards=2)
+    pool.shards[0], pool.shards[1] = FakeShard(settings, 0, published=4), FakeShard(settings, 1, published=9)
+    with pytest.raises(CheckpointBehindOutput, match=r"batch 4 is planned by .* already published batch 9 \(shard 1"):
+        commit_batch(settings, batch(rows=4, shards=2), 4)
+    assert pool.shards[0].producer.calls == [] and pool.shards[1].producer.calls == []
+    assert SinkLog(settings.checkpoint, settings.sink_id).read(4) is None
+
+
+def test_a_marker_at_the_batch_from_other_source_offsets_is_a_checkpoint_behind_the_output(settings, pool, tmp_path):
+    """One batch behind: the marker has N, but N was published from other offsets than this
+    checkpoint's offsets/N. The same offsets: a re-run after a crash, nothing to publish."""
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "3").write_text('v1\n{}\n{"events":{"0":10}}\n')
+    pool.shards[0] = FakeShard(settings, 0, published=3)
+    pool.shards[0].published_offsets = "0123456789abcdef"
+    with pytest.raises(CheckpointBehindOutput, match="already published batch 3 from other source offsets"):
+        commit_batch(settings, batch(), 3)
+    pool.shards[0].published_offsets = coordinator.offsets_digest({"sources": [{"events": {"0": 10}}]})
+    assert commit_batch(settings, batch(), 3).status == COMMITTED
+    assert pool.shards[0].producer.calls == []
+
+
+def test_a_published_batch_carries_its_source_offsets_in_its_marker(settings, pool, tmp_path):
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text('v1\n{}\n{"events":{"0":7}}\n')
+    pool.shards[0] = FakeShard(settings, 0)
+    commit_batch(settings, batch(), 0)
+    (transaction,) = pool.shards[0].producer.committed
+    marker = json.loads(transaction[-1][2])
+    assert marker["format"] == 1 and marker["batch_id"] == 0
+    assert marker["source_offsets"] == coordinator.offsets_digest({"sources": [{"events": {"0": 7}}]})
+    assert pool.shards[0].published_offsets == marker["source_offsets"]
+
+
+def test_a_rerun_with_other_records_is_reported_naming_batch_and_shards(settings, pool, caplog):
+    """A query that is not deterministic: the re-run after a crash between the two shards'
+    commits computes other records for shard 1. Shard 0 already has the first attempt's."""
+    settings = replace(settings, shards=2, sink_id="rerun-unit")
+    pool.shards[0], pool.shards[1] = FakeShard(settings, 0), FakeShard(settings, 1, commit=[kafka_error()])
+    with pytest.raises(CommitFailed):
+        commit_batch(settings, batch(rows=4, shards=2), 5)  # shard 0 committed, shard 1 failed
+    assert pool.shards[0].published == 5
+    before = metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit")
+    entry = commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5)
+    assert entry.status == COMMITTED
+    assert metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit") == before + 1
+    (line,) = [r.getMessage() for r in caplog.records if "not deterministic" in r.getMessage()]
+    assert "batch 5" in line and "shards [0, 1]" in line and "two computations" in line
+    caplog.clear()
+    commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5)  # the same again: silent
+    assert not [r for r in caplog.records if "not deterministic" in r.getMessage()]
+
+
+def test_a_rerun_with_the_same_records_in_another_order_is_not_reported(settings, pool, caplog):
+    pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error()])
+    table = batch(rows=5)
+    with pytest.raises(CommitFailed):
+        commit_batch(settings, table, 2)
+    assert commit_batch(settings, table.take([4, 3, 2, 1, 0]), 2).status == COMMITTED
+    assert not [r for r in caplog.records if "not deterministic" in r.getMessage()]
+
+
+def test_source_offsets_that_go_back_fail_the_batch_naming_the_partition(settings, pool, tmp_path):
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text('v1\n{}\n{"events":{"0":10,"1":5}}\n')
+    (offsets / "2").write_text('v1\n{}\n{"events":{"0":12,"1":5,"2":3}}\n')  # a partition added: fine
+    (offsets / "3").write_text('v1\n{}\n{"events":{"0":4,"2":3}}\n')
+    pool.shards[0] = FakeShard(settings, 0)
+    commit_batch(settings, batch(), 0)
+    commit_batch(settings, batch(), 2)  # batch 1 was empty: compared with batch 0
+    with pytest.raises(SourceOffsetsWentBack, match=r"events/0 went back from 12 to 4; events/1 \(at 5\) is gone"):
+        commit_batch(settings, batch(), 3)
+    assert SinkLog(settings.checkpoint, settings.sink_id).read(3) is None
+    assert len(pool.shards[0].producer.committed) == 2

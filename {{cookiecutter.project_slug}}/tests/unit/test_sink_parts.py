@@ -88,20 +88,31 @@ def test_a_count_published_from_the_wrong_ranges_is_caught():
         verdict.problems[0]
 
 
-def test_a_records_commit_shard_depends_on_its_topic_and_key_only(spark):
-    """A re-run of a batch must put every record in the shard it had: the shard is a hash of
-    topic and key, whatever the partitioning and order the re-run computes them in."""
-    from {{ cookiecutter.package_name }}.sink.batch_records import SHARD, split_by_shard
-    from {{ cookiecutter.package_name }}.sink.kafka_sink import with_shard
+def test_a_records_commit_shard_and_the_shards_digest_depend_on_the_records_only(spark):
+    """A re-run of a batch must put every record in the shard it had (the shard is a hash of
+    topic and key), and give each shard the digest it had, whatever the partitioning and order
+    the re-run computes the records in; one record changed changes its shard's digest."""
+    from {{ cookiecutter.package_name }}.sink.batch_records import DIGEST, SHARD, InlineRecords, digest
+    from {{ cookiecutter.package_name }}.sink.kafka_sink import for_commit
 
     rows = [("counts", f"k{i}".encode(), b"{}") for i in range(200)]
     schema = "topic STRING, key BINARY, value BINARY"
-    first = with_shard(spark.createDataFrame(rows, schema).repartition(3), 2).toArrow()
-    rerun = with_shard(spark.createDataFrame(rows[::-1], schema).repartition(5), 2).toArrow()
+    first = for_commit(spark.createDataFrame(rows, schema).repartition(3), 2).toArrow()
+    rerun = for_commit(spark.createDataFrame(rows[::-1], schema).repartition(5), 2).toArrow()
     shard_of = [dict(zip(t.column("key").to_pylist(), t.column(SHARD).to_pylist(), strict=True))
                 for t in (first, rerun)]
     assert shard_of[0] == shard_of[1] and set(shard_of[0].values()) == {0, 1}
-    parts = split_by_shard(first, 2)
-    assert [p.num_rows for p in parts] == [list(shard_of[0].values()).count(s) for s in (0, 1)]
-    assert parts[0].column_names == ["topic", "key", "value"]
-    assert with_shard(spark.createDataFrame(rows, schema), 1).columns == ["topic", "key", "value"]
+    first_records, rerun_records = InlineRecords.of(first, 2), InlineRecords.of(rerun, 2)
+    assert first_records.rows_per_shard == [list(shard_of[0].values()).count(s) for s in (0, 1)]
+    assert first_records.digests == rerun_records.digests and len(set(first_records.digests)) == 2
+    assert first_records.parts[0].column_names == ["topic", "key", "value"]
+    assert for_commit(spark.createDataFrame(rows, schema), 1).columns == ["topic", "key", "value", DIGEST]
+
+    changed = [*rows[:-1], ("counts", rows[-1][1], b'{"count": 2}')]
+    other = InlineRecords.of(for_commit(spark.createDataFrame(changed, schema), 2).toArrow(), 2)
+    shard = shard_of[0][rows[-1][1]]
+    assert other.digests[shard] != first_records.digests[shard]
+    assert other.digests[1 - shard] == first_records.digests[1 - shard]
+    # Records built on the driver (no executor hash) get a digest of their own, order-independent too.
+    table = first.select(["topic", "key", "value"])
+    assert digest(table) == digest(table.take(list(range(table.num_rows))[::-1])) != digest(table.slice(1))

@@ -12,14 +12,19 @@ of two forms, so that a batch of any size fits the driver:
 
 Either way the driver holds one chunk of Python objects at a time while it produces.
 
+Each shard's records come with an order-independent digest (a sum of per-record hashes), so that
+a re-run of the batch can be compared with its first attempt (coordinator.py).
+
 Records without a topic are *references*: not published, but handed to the job, which turns them
 into more records of the same batch (its dead letters, read back; dead_letter_reads.py)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -30,8 +35,10 @@ from .sink_log import sink_dir
 
 # The records' schema: what the sink is given and produces as it is.
 RECORDS_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
-# With several commit shards, each record's shard (kafka_sink.with_shard); without, shard 0.
+# With several commit shards, each record's shard (kafka_sink.for_commit); without, shard 0.
 SHARD = "commit_shard"
+# Each record's 64-bit hash over topic, key and value, computed by the executors (kafka_sink.with_digest).
+DIGEST = "record_digest"
 PRODUCE_CHUNK_ROWS = 65_536
 # Spark's message when a job's results exceed spark.driver.maxResultSize (TaskSetManager).
 RESULT_TOO_LARGE = "is bigger than spark.driver.maxResultSize"
@@ -43,15 +50,16 @@ class InlineRecords:
 
     parts: list[pa.Table]
     references: list[bytes] = field(default_factory=list)
+    digests: list[int] = field(default_factory=list)  # per shard
     staged = False
 
     @classmethod
     def of(cls, table: pa.Table, shards: int) -> InlineRecords:
         topic = table.column("topic")
-        if topic.null_count == 0:
-            return cls(split_by_shard(table, shards))
-        references = table.filter(pc.is_null(topic)).column("key").to_pylist()
-        return cls(split_by_shard(table.filter(pc.is_valid(topic)), shards), references)
+        references = [] if topic.null_count == 0 else table.filter(pc.is_null(topic)).column("key").to_pylist()
+        published = table if topic.null_count == 0 else table.filter(pc.is_valid(topic))
+        parts = split_by_shard(published, shards)
+        return cls([_as_records(part) for part in parts], references, [digest(part) for part in parts])
 
     @property
     def rows_per_shard(self) -> list[int]:
@@ -70,6 +78,7 @@ class StagedRecords:
     rows_per_shard: list[int]
     references: list[bytes]
     size_bytes: int  # of its files
+    digests: list[int]
     staged = True
 
     @classmethod
@@ -78,15 +87,17 @@ class StagedRecords:
         files = [_parquet_files(fs, directory if shards == 1 else f"{directory}/{SHARD}={shard}")
                  for shard in range(shards)]
         rows = [0] * shards
+        digests = [0] * shards
         references: list[bytes] = []
-        for shard, paths in enumerate(files):  # one pass over the topic and key columns
+        for shard, paths in enumerate(files):  # one pass over the topic, key and digest columns
             for path in paths:
-                for chunk in _batches(fs, path, ["topic", "key"]):
+                for chunk in _batches(fs, path, ["topic", "key", DIGEST]):
                     unpublished = pc.is_null(chunk.column("topic"))
                     references += chunk.filter(unpublished).column("key").to_pylist()
                     rows[shard] += chunk.num_rows - pc.sum(unpublished.cast(pa.int64())).as_py()
+                    digests[shard] = combine(digests[shard], digest(chunk.filter(pc.invert(unpublished))))
         size = sum(info.size or 0 for info in fs.get_file_info([path for paths in files for path in paths]))
-        return cls(fs, files, rows, references, size)
+        return cls(fs, files, rows, references, size, digests)
 
     def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
         for path in self.files[shard]:
@@ -106,6 +117,10 @@ class CombinedRecords:
         return [sum(rows) for rows in zip(*(part.rows_per_shard for part in self.parts), strict=True)]
 
     @property
+    def digests(self) -> list[int]:
+        return [combine(*shard) for shard in zip(*(part.digests for part in self.parts), strict=True)]
+
+    @property
     def staged(self) -> bool:
         return any(part.staged for part in self.parts)
 
@@ -122,13 +137,36 @@ def total_rows(records: BatchRecords) -> int:
 
 
 def split_by_shard(records: pa.Table, shards: int) -> list[pa.Table]:
-    """Each shard's records, in the records' schema."""
+    """Each shard's records, with every column they came with."""
     if shards == 1 or SHARD not in records.column_names:
         if shards != 1:
             raise ValueError(f"{shards} commit shards, but the records carry no {SHARD!r} column")
-        return [_as_records(records)]
+        return [records]
     shard_of = records.column(SHARD)
-    return [_as_records(records.filter(pc.equal(shard_of, shard))) for shard in range(shards)]
+    return [records.filter(pc.equal(shard_of, shard)) for shard in range(shards)]
+
+
+_MASK = (1 << 64) - 1
+
+
+def digest(records: pa.Table | pa.RecordBatch) -> int:
+    """An order-independent digest of records: the sum, modulo 2**64, of one hash per record.
+    A re-run whose output differs in any record (or in how many) differs in it, whatever the
+    order in which Spark hands the records over. From the executors' DIGEST column where the
+    records carry it; otherwise hashed here (records built on the driver, e.g. in tests)."""
+    if DIGEST in records.column_names:
+        hashes = records.column(DIGEST).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        return int(hashes.sum(dtype=np.uint64))  # wraps modulo 2**64
+    total = 0
+    for topic, key, value in zip(*(records.column(name).to_pylist() for name in RECORDS_SCHEMA.names), strict=True):
+        record = b"\0".join((str(topic).encode(), key or b"", value or b""))
+        total += int.from_bytes(hashlib.blake2b(record, digest_size=8).digest(), "little")
+    return total & _MASK
+
+
+def combine(*digests: int) -> int:
+    """The digest of records split in parts, from the parts' digests."""
+    return sum(digests) & _MASK
 
 
 def _as_records(table: pa.Table) -> pa.Table:

@@ -4,9 +4,14 @@ The sink calls `commit_batch(records, N)` only after batch N's execution succeed
 state store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
 on batch N must become visible exactly once, whatever crashes.
 
-    Step 1. Recovery: if the sink log says N is committed, or every shard's batch marker
-            is at N or later, N was published before a crash: publish nothing.
-    Step 2. Write the sink log entry for N, status `prepared`, before touching Kafka.
+    Step 1. Recovery: if the sink log says N is committed, N was published before a crash:
+            publish nothing. A shard whose batch marker is at N published N before a crash:
+            it publishes nothing again. A marker past N is an error, never a skip: Spark plans
+            N+1 only after N's commit, so a marker ahead means this checkpoint is older than the
+            output (checked: CheckpointBehindOutput).
+    Step 2. Write the sink log entry for N, status `prepared`, before touching Kafka. A re-run
+            of N is compared with the first attempt's entry (rows and digest per shard), and
+            the source offsets it records must not go back from the previous entry's.
     Step 3. Per shard, one short Kafka transaction: the batch's records of that shard (counts
             and dead letters) and the batch marker.
     Step 4. Commit it: retry a commit that timed out, abort when the error requires it,
@@ -16,12 +21,15 @@ on batch N must become visible exactly once, whatever crashes.
 
 A new driver's `init_transactions` fences the old one and aborts its open transaction, so a
 crash between steps 2 and 4 leaves nothing visible. Spark then runs batch N again from the same
-offsets and state, which gives the same records, and the re-run publishes them once; a shard
-whose marker already has N (a crash between two shards' commits) publishes nothing again.
+offsets and state, which gives the same records (for a deterministic query: a re-run that does
+not is reported), and the re-run publishes them once; a shard whose marker already has N (a
+crash between two shards' commits) publishes nothing again.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections import Counter
 
@@ -31,12 +39,15 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from .. import metrics
 from ..checkpoint import batch_offsets
+from ..logs import event
 from . import faults, producers
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
-from .marker import marker_key, marker_value
+from .marker import marker_key, marker_value, offsets_digest
 from .producers import CommitShard
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
+
+log = logging.getLogger(__name__)
 
 LOG_ENTRIES_KEPT = 100
 # A transaction the broker aborted for a transient reason is tried again in place this often.
@@ -55,44 +66,64 @@ class RecordRejected(CommitFailed):
     """The client refused a record (too large for the producer's limit): a re-run cannot help."""
 
 
-def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch_id: int) -> LogEntry | None:
-    """`records`: the batch inline or staged (batch_records.py); an Arrow table is taken inline."""
+class InvariantBroken(RuntimeError):
+    """What the sink relies on does not hold; nothing of the batch was published, and no restart
+    can help: the job stops for good (runner.py), whatever the restart strategy."""
+
+
+class CheckpointBehindOutput(InvariantBroken):
+    """A shard's marker is past the batch: the checkpoint is older than the sink's output."""
+
+
+class SourceOffsetsWentBack(InvariantBroken):
+    """The batch's source offsets are behind the previous batch's, or a partition disappeared."""
+
+
+def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch_id: int,
+                 stopping: threading.Event | None = None) -> LogEntry | None:
+    """`records`: the batch inline or staged (batch_records.py); an Arrow table is taken inline.
+    `stopping`: set when the job stops; a wait for another producer's transaction then gives up."""
     faults.maybe_crash(faults.BATCH_COMPUTED, batch_id)
     if isinstance(records, pa.Table):
         records = InlineRecords.of(records, settings.shards)
     if total_rows(records) == 0:
         return None  # an empty batch (e.g. a no-data batch that only advanced state): nothing to publish
-    log = SinkLog(settings.checkpoint, settings.sink_id)
+    log_ = SinkLog(settings.checkpoint, settings.sink_id)
     started = time.monotonic()
     published: Counter[str] = Counter()
     try:
-        shards = producers.shards_for(settings)
+        shards = producers.shards_for(settings, stopping)
 
         # Step 1. Recovery: already published before a crash?
-        previous = log.read(batch_id)
-        if previous is not None and previous.status == COMMITTED:
-            return previous
-        pending = [shard for shard in shards if shard.published < batch_id]
+        previous = log_.read(batch_id)
         entry = LogEntry(
             batch_id=batch_id,
             status=PREPARED,
             transactional_ids=[shard.transactional_id for shard in shards],
             records_per_shard=records.rows_per_shard,
+            digests_per_shard=[f"{d:016x}" for d in records.digests],
             source_offsets={"sources": batch_offsets(settings.checkpoint, batch_id)},
             records=total_rows(records),
             prepared_at=time.time(),
         )
+        check_markers_not_ahead(settings, shards, batch_id, offsets_digest(entry.source_offsets))
+        if previous is not None:
+            compare_rerun(settings, previous, entry, [s.shard for s in shards if s.published == batch_id])
+            if previous.status is COMMITTED:
+                return previous
+        pending = [shard for shard in shards if shard.published < batch_id]
         if pending:
             # Step 2. The log entry, before Kafka is touched.
-            log.write(entry)
+            check_offsets_forward(log_.latest_before(batch_id), entry)
+            log_.write(entry)
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
             # Steps 3 and 4, per shard.
+            offsets = offsets_digest(entry.source_offsets)
             for shard in pending:
-                published += publish(settings, shard, records, batch_id)
+                published += publish(settings, shard, records, batch_id, offsets)
         # Step 5.
-        entry.status = COMMITTED
-        entry.committed_at = time.time()
-        log.write(entry)
+        entry.mark_committed(time.time())
+        log_.write(entry)
         faults.maybe_crash(faults.AFTER_LOG_COMMITTED, batch_id)
     except Exception as error:
         producers.reset(settings)  # its producers' state is unknown now
@@ -102,19 +133,100 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
         raise
     metrics.record_batch(settings.sink_id, batch_id, published, time.monotonic() - started)
     # Step 6.
-    log.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
+    log_.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
     if records.staged:
         forget_staged(settings.checkpoint, settings.sink_id, batch_id)
     return entry
 
 
-def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int) -> Counter[str]:
+def check_markers_not_ahead(settings: SinkSettings, shards: list[CommitShard], batch_id: int, offsets: str) -> None:
+    """Spark plans batch N+1 only once N's commit is written, so while N runs no marker can be past
+    N, unless the checkpoint is older than the output (restored from a copy, or a second checkpoint
+    under the same sink id); nor can a marker at N name other source offsets than this run's
+    `offsets/N` (the same copy, one batch behind). Skipping N then would leave its counts in the
+    state, never in the output."""
+    ahead = {shard.shard: shard.published for shard in shards if shard.published > batch_id
+             or (shard.published == batch_id and shard.published_offsets not in ("", offsets))}
+    if ahead:
+        shard, marker = next(iter(ahead.items()))
+        raise CheckpointBehindOutput(
+            f"batch {batch_id} is planned by {settings.checkpoint}, but "
+            f"sink {settings.sink_id!r} already published batch {marker}"
+            f"{' from other source offsets' if marker == batch_id else ''} (shard {shard}'s marker in "
+            f"{settings.marker_topic!r}): the checkpoint is older than the output (restored from a copy, or a second "
+            "checkpoint under the same sink_id). Nothing was published. Put back the checkpoint the job last ran "
+            "with, or start afresh with a new sink_id and a new checkpoint_location.")
+
+
+def compare_rerun(settings: SinkSettings, first: LogEntry, rerun: LogEntry, committed_shards: list[int]) -> list[int]:
+    """A re-run of batch N computes from the same offsets and state, so a deterministic query gives
+    the same records. Shards whose row count or digest differ from the first attempt's are reported
+    (a log line and eos_sink_rerun_mismatch_total) and returned. `committed_shards`: the shards whose
+    marker says they published N: if the first attempt was only prepared, they hold its records
+    while the others will publish the re-run's."""
+    first_figures = list(zip(first.records_per_shard, first.digests_per_shard or [None] * len(first.records_per_shard),
+                             strict=True))
+    rerun_figures = list(zip(rerun.records_per_shard, rerun.digests_per_shard, strict=True))
+    differ = [shard for shard, figures in enumerate(rerun_figures)
+              if shard >= len(first_figures) or figures[0] != first_figures[shard][0]
+              or first_figures[shard][1] not in (None, figures[1])]  # no digest in the first: rows only
+    if not differ:
+        return []
+    metrics.RERUN_MISMATCH.labels(settings.sink_id).inc()
+    mixed = first.status is PREPARED and bool(committed_shards)
+    outcome = (f" Shards {sorted(committed_shards)} had already published the first attempt's records, the others "
+               "publish this one's: the batch's shards now come from two computations." if mixed else
+               " Nothing of the re-run is published where the first attempt was." if first.status is COMMITTED
+               else "")
+    log.error("batch %d was computed again with other records than its first attempt in shards %s (rows %s, then %s):"
+              " the query is not deterministic.%s", rerun.batch_id, differ, first.records_per_shard,
+              rerun.records_per_shard, outcome,
+              extra=event("rerun_mismatch", batch_id=rerun.batch_id, shards=differ,
+                          shards_published_before=sorted(committed_shards), two_computations=mixed))
+    return differ
+
+
+def check_offsets_forward(previous: LogEntry | None, entry: LogEntry) -> None:
+    """The source offsets batch N records are at or past those of the batch before it, in every
+    partition: a partition that goes back or disappears would have its records counted twice, or
+    be read from another topic's history (a topic deleted and created again)."""
+    if previous is None or previous.batch_id >= entry.batch_id:
+        return
+    problems = offsets_going_back(previous.source_offsets.get("sources", []), entry.source_offsets.get("sources", []))
+    if problems:
+        raise SourceOffsetsWentBack(
+            f"batch {entry.batch_id}: its source offsets go back from batch {previous.batch_id}'s: "
+            + "; ".join(problems) + ". Was an input topic deleted and created again? Nothing was published; start "
+            "on a new checkpoint_location (with starting_offsets where it should begin) and a new sink_id.")
+
+
+def offsets_going_back(before: list, after: list) -> list[str]:
+    """Per Kafka source ({"<topic>": {"<partition>": offset}}), each partition whose offset is lower
+    in `after` than in `before`, or missing from it. Sources of other kinds are not compared."""
+    problems = []
+    for earlier, later in zip(before, after, strict=False):
+        if not (isinstance(earlier, dict) and isinstance(later, dict)):
+            continue
+        for topic, partitions in earlier.items():
+            if not isinstance(partitions, dict):
+                continue
+            now = later.get(topic)
+            for partition, offset in partitions.items():
+                if not isinstance(now, dict) or partition not in now:
+                    problems.append(f"{topic}/{partition} (at {offset}) is gone")
+                elif int(now[partition]) < int(offset):
+                    problems.append(f"{topic}/{partition} went back from {offset} to {now[partition]}")
+    return problems
+
+
+def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int,
+            source_offsets: str = "") -> Counter[str]:
     """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
     transaction that Kafka aborted for a transient reason is tried again in place. Returns the
-    records published per topic."""
+    records published per topic. `source_offsets`: the batch's, as marker.offsets_digest gives them."""
     for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
         try:
-            published = _transaction(settings, shard, records, batch_id)
+            published = _transaction(settings, shard, records, batch_id, source_offsets)
             break
         except KafkaException as error:
             kafka_error = error.args[0]
@@ -130,14 +242,14 @@ def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, b
                 raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: aborted {attempt + 1} times, last: "
                                    f"{kafka_error.str()}") from error
             metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
-    shard.published = batch_id
+    shard.published, shard.published_offsets = batch_id, source_offsets
     metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
     return published
 
 
-def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int
-                 ) -> Counter[str]:
+def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int,
+                 source_offsets: str) -> Counter[str]:
     producer = shard.producer
     published: Counter[str] = Counter()
     deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
@@ -154,7 +266,8 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecor
                 _produce(producer, topic, key, value, headers)
         # The marker speaks the checkpoint's own batch ids, in its value and its header.
         _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
-                 marker_value(settings.sink_id, shard.shard, batch_id, records.rows_per_shard[shard.shard]),
+                 marker_value(settings.sink_id, shard.shard, batch_id, records.rows_per_shard[shard.shard],
+                              source_offsets),
                  [("batch_id", str(batch_id).encode())])
     except RecordRejected:
         producer.abort_transaction(settings.commit_timeout_seconds)

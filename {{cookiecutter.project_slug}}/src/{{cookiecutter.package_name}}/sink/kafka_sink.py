@@ -34,6 +34,7 @@ from .. import metrics
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
 from .batch_records import (
+    DIGEST,
     SHARD,
     BatchRecords,
     CombinedRecords,
@@ -88,13 +89,13 @@ class KafkaSink:
         else:
             # Phase 1: the batch's one execution, its records on the driver (or staged), then
             # the records its references name.
-            batch = compute(with_shard(records, self.settings.shards), self.settings, batch_id, "output")
+            batch = compute(for_commit(records, self.settings.shards), self.settings, batch_id, "output")
             if batch.references:
                 more = self._read_back(output.sparkSession, batch.references, batch_id)
-                batch = CombinedRecords([batch, compute(with_shard(more, self.settings.shards), self.settings,
+                batch = CombinedRecords([batch, compute(for_commit(more, self.settings.shards), self.settings,
                                                         batch_id, "read-back")])
             # Phase 2, on the driver, once every task of the batch succeeded.
-            commit_batch(self.settings, batch, batch_id)
+            commit_batch(self.settings, batch, batch_id, self.stopping)
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
 
     def _read_back(self, spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
@@ -121,9 +122,11 @@ def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str
     return staged
 
 
-def with_shard(records: DataFrame, shards: int) -> DataFrame:
-    """A record's commit shard from its topic and key, so that a re-run of the batch puts every
-    record in the shard it had (a shard whose marker has the batch publishes nothing again)."""
+def for_commit(records: DataFrame, shards: int) -> DataFrame:
+    """Each record's hash (its part of the shard's digest, which a re-run is compared by) and,
+    with several shards, its commit shard from its topic and key, so that a re-run of the batch
+    puts every record in the shard it had (a shard whose marker has the batch publishes nothing again)."""
+    records = records.withColumn(DIGEST, F.xxhash64("topic", "key", "value"))
     if shards == 1:
         return records
     return records.withColumn(SHARD, F.pmod(F.xxhash64("topic", "key"), F.lit(shards)).cast("int"))

@@ -5,27 +5,64 @@ and "the marker says N" are one atomic fact."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from .. import metrics
 from ..kafka_client import librdkafka_config
+from ..logs import event
+from .formats import check_format
+
+log = logging.getLogger(__name__)
 
 NO_BATCH = -1
+# The marker value's layout; a reader refuses a marker of a version it does not know. A marker
+# without the field was written before it existed, in the layout of version 1.
+MARKER_FORMAT = 1
 
 
 def marker_key(sink_id: str, shard: int) -> bytes:
     return f"{sink_id}/{shard}".encode()
 
 
-def marker_value(sink_id: str, shard: int, batch_id: int, records: int) -> bytes:
-    return json.dumps(
-        {"sink_id": sink_id, "shard": shard, "batch_id": batch_id, "records": records, "at": time.time()}
-    ).encode()
+def shard_of(key: bytes, sink_id: str) -> int | None:
+    """The shard a marker key names if it is `sink_id`'s, else None. Several sinks may share the
+    topic, and one id may be the start of another's ("a" and "a-x"): only `<sink_id>/<digits>` is ours."""
+    owner, slash, shard = key.decode(errors="replace").rpartition("/")
+    return int(shard) if slash and owner == sink_id and shard.isdigit() else None
+
+
+def marker_value(sink_id: str, shard: int, batch_id: int, records: int, source_offsets: str = "") -> bytes:
+    """`source_offsets`: offsets_digest of the batch's source offsets, which tell a re-run of the
+    batch (the same offsets) from another batch of the same id (a checkpoint older than the output)."""
+    return json.dumps({"format": MARKER_FORMAT, "sink_id": sink_id, "shard": shard, "batch_id": batch_id,
+                       "records": records, "source_offsets": source_offsets, "at": time.time()}).encode()
+
+
+def offsets_digest(source_offsets: object) -> str:
+    return hashlib.sha256(json.dumps(source_offsets, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Marker:
+    batch_id: int
+    source_offsets: str  # offsets_digest of the batch's source offsets; "" in markers written before it was kept
+
+
+def parse_marker(value: bytes, topic: str) -> Marker:
+    """A marker value; one of an unknown layout is refused, not guessed at."""
+    marker = json.loads(value)
+    check_format(f"batch marker in topic {topic!r}", marker.get("format"), MARKER_FORMAT)
+    return Marker(int(marker["batch_id"]), str(marker.get("source_offsets", "")))
 
 
 class MarkerTopicUnfit(ValueError):
@@ -87,18 +124,41 @@ class MarkersUndecided(TimeoutError):
     """An open transaction on the marker topic kept newer markers from being read."""
 
 
+@dataclass(frozen=True)
+class ForeignTransactionWait:
+    """How long a settled read waits for another producer's open transaction on the marker topic
+    to end. Such a transaction (a sibling sink that crashed mid-commit, a stuck tool) ends by
+    itself: its producer commits or aborts, or the broker aborts it after the producer's
+    transaction.timeout.ms. Until then nothing this sink committed after it can be read, so the
+    batch waits in place, like a batch during a Kafka outage, and fails only past `tolerance_seconds`."""
+
+    sink_id: str
+    tolerance_seconds: float
+    stopping: threading.Event | None = None  # the job is stopping: give up the wait, publish nothing
+    log_every_seconds: float = 5.0
+
+
 def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mapping[str, str] | None = None,
                  timeout: float = 30.0, settled: bool = True) -> dict[int, int]:
-    """The last committed batch of every shard of `sink_id`: {shard: batch id}.
+    """The last committed batch of every shard of `sink_id`: {shard: batch id} (read_marker_values)."""
+    found = read_marker_values(bootstrap_servers, topic, sink_id, client, timeout, settled)
+    return {shard: marker.batch_id for shard, marker in found.items()}
+
+
+def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client: Mapping[str, str] | None = None,
+                       timeout: float = 30.0, settled: bool = True, wait: ForeignTransactionWait | None = None
+                       ) -> dict[int, Marker]:
+    """The last committed marker of every shard of `sink_id`: {shard: marker}.
 
     A read_committed consumer stops at the last stable offset (LSO): an open transaction of
     another producer on this topic (another sink sharing it, a stuck producer) would hide every
     marker committed after it, and this sink would publish those batches again. So, `settled`,
     the markers are read only once the LSO has reached the high watermark seen at the start:
-    every marker committed before this call is then readable; if it does not within `timeout`,
-    fail. The coordinator reads settled markers after its init_transactions has aborted the
-    previous driver's open transaction (which would otherwise hold the LSO back itself); the
-    start-up checks, which run before that, read what is stable now (`settled=False`)."""
+    every marker committed before this call is then readable. If it does not within `timeout`
+    (or, with `wait`, within its tolerance), fail. The coordinator reads settled markers after its
+    init_transactions has aborted the previous driver's open transaction (which would otherwise
+    hold the LSO back itself); the start-up checks, which run before that, read what is stable
+    now (`settled=False`)."""
     config = librdkafka_config(bootstrap_servers, client, {
         "group.id": f"marker-reader-{uuid.uuid4().hex}",
         "isolation.level": "read_committed",
@@ -109,8 +169,7 @@ def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mappi
     # The same client reading uncommitted records sees the high watermark (librdkafka answers a
     # watermark query with the LSO for read_committed, with the high watermark otherwise).
     snapshot = Consumer({**config, "isolation.level": "read_uncommitted"})
-    markers: dict[int, int] = {}
-    prefix = f"{sink_id}/".encode()
+    markers: dict[int, Marker] = {}
     deadline = time.monotonic() + timeout
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
@@ -128,13 +187,18 @@ def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mappi
         low, high = snapshot.get_watermark_offsets(partition, timeout=timeout, cached=False)
         if high <= low:
             return markers
-        stable = _wait_for_stable_offset(consumer, partition, high, deadline) if settled else high
-        if stable < high:
-            raise MarkersUndecided(
-                f"batch markers in {topic!r}: a transaction of another producer has been open for more "
-                f"than {timeout:.0f}s before offset {high} (last stable offset {stable}), and markers "
-                "committed after it cannot be read yet. Find the producer (kafka-transactions.sh "
-                "list / describe-producers on the marker topic) and let it finish, or abort it.")
+        if settled:
+            stable = _wait_for_stable_offset(consumer, partition, high, deadline)
+            if stable < high and wait is not None:
+                stable = _wait_out_foreign_transaction(consumer, snapshot, partition, high, wait, timeout)
+            if stable < high:
+                raise MarkersUndecided(
+                    f"batch markers in {topic!r}: a transaction of another producer has been open for more "
+                    f"than {timeout if wait is None else wait.tolerance_seconds:.0f}s before offset {high} (last "
+                    f"stable offset {stable}; {_holder(snapshot, partition, stable)}), and markers committed after "
+                    "it cannot be read yet. Find the producer (kafka-transactions.sh list / describe-producers on "
+                    "the marker topic) and let it finish, or abort it.")
+        deadline = time.monotonic() + timeout
         partition.offset = low
         consumer.assign([partition])
         while time.monotonic() < deadline:
@@ -145,10 +209,11 @@ def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mappi
                 if message.error().code() == KafkaError._PARTITION_EOF:
                     return markers
                 raise KafkaException(message.error())
-            key = message.key() or b""
-            if key.startswith(prefix) and message.value() is not None:
-                shard = int(key[len(prefix):])
-                markers[shard] = max(markers.get(shard, NO_BATCH), json.loads(message.value())["batch_id"])
+            shard = shard_of(message.key() or b"", sink_id)
+            if shard is not None and message.value() is not None:
+                marker = parse_marker(message.value(), topic)
+                if shard not in markers or marker.batch_id >= markers[shard].batch_id:
+                    markers[shard] = marker
         raise TimeoutError(f"reading the batch markers from {topic!r} took longer than {timeout:.0f}s")
     finally:
         consumer.close()
@@ -162,3 +227,52 @@ def _wait_for_stable_offset(consumer: Consumer, partition: TopicPartition, targe
         if stable >= target or time.monotonic() >= deadline:
             return stable
         time.sleep(0.2)
+
+
+def _wait_out_foreign_transaction(consumer: Consumer, snapshot: Consumer, partition: TopicPartition, target: int,
+                                  wait: ForeignTransactionWait, waited_already: float) -> int:
+    """Wait, saying every few seconds who holds the marker topic's LSO, until it reaches `target`
+    or the tolerance is spent; returns the LSO then."""
+    started = time.monotonic() - waited_already
+    gauge = metrics.MARKER_WAIT.labels(wait.sink_id)
+    try:
+        while True:
+            _low, stable = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
+            waited = time.monotonic() - started
+            gauge.set(waited)
+            if stable >= target or waited > wait.tolerance_seconds:
+                return stable
+            holder = _holder(snapshot, partition, stable)
+            log.warning("batch markers in %r: a transaction of another producer has been open for %.0fs at offset %d "
+                        "(%s); the batch waits for it to end (foreign_transaction_tolerance_seconds %.0f)",
+                        partition.topic, waited, stable, holder, wait.tolerance_seconds,
+                        extra=event("marker_topic_blocked", seconds=round(waited), offset=stable, holder=holder,
+                                    tolerance_seconds=wait.tolerance_seconds))
+            pause = min(wait.log_every_seconds, max(0.2, wait.tolerance_seconds - waited + 0.2))
+            if wait.stopping is not None and wait.stopping.wait(pause):
+                raise MarkersUndecided(f"batch markers in {partition.topic!r}: the job is stopping while another "
+                                       "producer's transaction holds the marker topic; nothing was published")
+            if wait.stopping is None:
+                time.sleep(pause)
+    finally:
+        gauge.set(0)
+
+
+def _holder(snapshot: Consumer, partition: TopicPartition, stable: int) -> str:
+    """What the open transaction's first record says of its producer: the record at the LSO. (The
+    Python client has no DescribeProducers; Kafka's kafka-transactions.sh names the producer id.)"""
+    snapshot.assign([TopicPartition(partition.topic, 0, stable)])
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            message = snapshot.poll(0.5)
+            if message is None or message.error():
+                continue
+            key = (message.key() or b"").decode(errors="replace")
+            owner, slash, shard = key.rpartition("/")
+            age = time.time() - message.timestamp()[1] / 1000
+            who = f"sink {owner!r}, shard {shard}" if slash and shard.isdigit() else f"key {key[:80]!r}"
+            return f"its first record: {who}, written {age:.0f}s ago"
+        return "its first record could not be read"
+    finally:
+        snapshot.unassign()

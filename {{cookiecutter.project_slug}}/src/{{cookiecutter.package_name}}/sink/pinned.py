@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from pyarrow import fs as pafs
+
 from .. import checkpoint
 from ..storage import exists, filesystem, read_bytes, write_atomic
+from .formats import check_format
 
 FILE = "sink-settings.json"
+PINNED_FORMAT = 1  # the file's layout (formats.py); a file without the field is version 1
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ def check_and_pin(location: str, current: PinnedSettings) -> list[str]:
     options that changed (accepted, because no batch was in doubt)."""
     fs, base = filesystem(location)
     path = f"{base}/{FILE}"
-    recorded = PinnedSettings(**json.loads(read_bytes(fs, path))) if exists(fs, path) else None
+    recorded = _read(fs, path)
     changed = [] if recorded is None else [
         name for name, value in asdict(current).items() if getattr(recorded, name) != value]
     if changed and (batch := in_doubt_batch(location)) is not None:
@@ -56,12 +60,20 @@ def check_and_pin(location: str, current: PinnedSettings) -> list[str]:
             f"settings it was published with: run once more with {name}={getattr(recorded, name)!r} until it "
             "has committed (`run --until-idle 1`, or stop it with SIGTERM), then change it.")
     if recorded is None or changed:
-        write_atomic(fs, path, json.dumps(asdict(current), indent=1, sort_keys=True).encode())
+        write_atomic(fs, path, json.dumps({"format": PINNED_FORMAT, **asdict(current)}, indent=1,
+                                          sort_keys=True).encode())
     return changed
 
 
 def read_pinned(location: str) -> PinnedSettings | None:
     """The settings the checkpoint's batches were published with, if it recorded them."""
     fs, base = filesystem(location)
-    path = f"{base}/{FILE}"
-    return PinnedSettings(**json.loads(read_bytes(fs, path))) if exists(fs, path) else None
+    return _read(fs, f"{base}/{FILE}")
+
+
+def _read(fs: pafs.FileSystem, path: str) -> PinnedSettings | None:
+    if not exists(fs, path):
+        return None
+    fields = json.loads(read_bytes(fs, path))
+    check_format(path, fields.pop("format", None), PINNED_FORMAT)
+    return PinnedSettings(**fields)

@@ -3,10 +3,12 @@ driver's Python process so that `init_transactions` (which fences an older drive
 
 from __future__ import annotations
 
+import threading
+
 from confluent_kafka import Producer
 
 from ..kafka_client import librdkafka_config, quiet_client_logs
-from .marker import NO_BATCH, ensure_marker_topic, read_markers
+from .marker import NO_BATCH, ForeignTransactionWait, ensure_marker_topic, read_marker_values
 from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms
 
 
@@ -31,22 +33,27 @@ class CommitShard:
         # only after that is the marker a settled fact.
         self.producer.init_transactions(settings.commit_timeout_seconds)
         self.published = NO_BATCH
+        self.published_offsets = ""  # the digest of the published batch's source offsets (marker.offsets_digest)
 
 
 _pool: dict[tuple[str, str, int], CommitShard] = {}
 
 
-def shards_for(settings: SinkSettings) -> list[CommitShard]:
-    """The sink's shards; a new one starts its producer and reads its marker."""
+def shards_for(settings: SinkSettings, stopping: threading.Event | None = None) -> list[CommitShard]:
+    """The sink's shards; a new one starts its producer and reads its marker (settled: waiting for
+    another producer's open transaction on the marker topic, within its tolerance)."""
     keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
     missing = [key for key in keys if key not in _pool]
     if missing:
         ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
         for key in missing:
             _pool[key] = CommitShard(settings, key[2])
-        markers = read_markers(settings.bootstrap_servers, settings.marker_topic, settings.sink_id, settings.client)
+        wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds, stopping)
+        markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
+                                     settings.client, wait=wait)
         for key in missing:
-            _pool[key].published = markers.get(key[2], NO_BATCH)
+            if (marker := markers.get(key[2])) is not None:
+                _pool[key].published, _pool[key].published_offsets = marker.batch_id, marker.source_offsets
     return [_pool[key] for key in keys]
 
 

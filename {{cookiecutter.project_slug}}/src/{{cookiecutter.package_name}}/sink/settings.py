@@ -29,6 +29,8 @@ class SinkSettings:
     shards: int
     commit_timeout_seconds: float
     client: dict[str, str]  # the user's [kafka] settings
+    # How long a batch waits for another producer's open transaction on the marker topic (marker.py).
+    foreign_transaction_tolerance_seconds: float = 0.0
     # The batch id this checkpoint's batch 0 publishes as: 0, or after a savepoint the one that
     # continues the numbering of the checkpoint it came from (savepoints.first_batch_id).
     first_batch_id: int = 0

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 
 from .. import object_store
 from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
+from .formats import UnknownFormat, check_format
 
 log = logging.getLogger(__name__)
 
@@ -17,27 +19,59 @@ def sink_dir(sink_id: str) -> str:
     return f"sinks/{sink_id}"
 
 
-PREPARED = "prepared"
-COMMITTED = "committed"
+# The entry's layout; a reader refuses an entry of a version it does not know. An entry without
+# the field was written before it existed, in the layout of version 1.
+LOG_FORMAT = 1
+
+
+class Status(StrEnum):
+    PREPARED = "prepared"  # written before Kafka is touched: the batch may be published in part
+    COMMITTED = "committed"  # every shard's transaction committed
+
+
+PREPARED = Status.PREPARED
+COMMITTED = Status.COMMITTED
+
+
+class InvalidTransition(RuntimeError):
+    """A log entry asked to move other than prepared -> committed."""
 
 
 @dataclass
 class LogEntry:
     batch_id: int
-    status: str
+    status: Status
     transactional_ids: list[str]
     records_per_shard: list[int] = field(default_factory=list)
+    # Per shard, an order-independent digest of its records (batch_records.digests): a re-run of
+    # the batch is compared with the first attempt by count and digest.
+    digests_per_shard: list[str] = field(default_factory=list)
     source_offsets: dict = field(default_factory=dict)
     records: int = 0
     prepared_at: float | None = None
     committed_at: float | None = None
+    format: int = LOG_FORMAT
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "status":  # prepared -> committed is the only move; a committed batch stays committed
+            value = Status(value)
+            current = self.__dict__.get("status")
+            if current is not None and current is not value and not (current is PREPARED and value is COMMITTED):
+                raise InvalidTransition(f"sink log: batch {self.batch_id} cannot go from {current} to {value}")
+        super().__setattr__(name, value)
+
+    def mark_committed(self, at: float) -> None:
+        self.status = COMMITTED
+        self.committed_at = at
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), indent=1, sort_keys=True).encode()
+        return json.dumps({**asdict(self), "status": self.status.value}, indent=1, sort_keys=True).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> LogEntry:
-        return cls(**json.loads(data))
+    def from_json(cls, data: bytes, where: str = "sink log entry") -> LogEntry:
+        fields = json.loads(data)
+        check_format(where, fields.get("format"), LOG_FORMAT)
+        return cls(**fields)
 
 
 class SinkLogConflict(RuntimeError):
@@ -61,7 +95,9 @@ class SinkLog:
             return None
         data = read_bytes(self.fs, path)
         try:
-            return LogEntry.from_json(data)
+            return LogEntry.from_json(data, f"sink log entry {path}")
+        except UnknownFormat:
+            raise
         except (ValueError, TypeError, KeyError) as error:
             log.warning("sink log: entry %s is unreadable (%d bytes: %s); the batch markers decide", path,
                         len(data), error)
@@ -77,7 +113,7 @@ class SinkLog:
         path = self._path(entry.batch_id)
         seen = object_store.etag(path) if self.fs.type_name == "s3" else None
         current = self.read(entry.batch_id)
-        if current is not None and current.status == COMMITTED and current != entry:
+        if current is not None and current.status is COMMITTED and current != entry:
             raise RuntimeError(f"sink log: batch {entry.batch_id} is already committed; refusing to overwrite it")
         if self.fs.type_name != "s3":
             write_atomic(self.fs, path, entry.to_json())
@@ -96,6 +132,13 @@ class SinkLog:
         for old in self.batch_ids():
             if old < batch_id:
                 self.fs.delete_file(self._path(old))
+
+    def latest_before(self, batch_id: int) -> LogEntry | None:
+        """The newest readable entry of a batch before `batch_id` (an empty batch writes none)."""
+        for earlier in reversed([b for b in self.batch_ids() if b < batch_id]):
+            if (entry := self.read(earlier)) is not None:
+                return entry
+        return None
 
     def latest(self, count: int = 10) -> list[LogEntry]:
         return [entry for batch in self.batch_ids()[-count:] if (entry := self.read(batch)) is not None]

@@ -1,0 +1,20 @@
+"""What the sink persists carries the version of its layout: the marker value, the sink log
+entry and the pinned settings. A reader meeting a version it does not know refuses it, naming
+where it met it, instead of guessing: a batch's fate must never be decided from a misread record."""
+
+from __future__ import annotations
+
+
+class UnknownFormat(ValueError):
+    """A record the sink persisted in a layout this code does not know."""
+
+    def __init__(self, where: str, found: object, known: int) -> None:
+        super().__init__(f"{where}: format version {found!r}, but this job reads version {known}; it was written by "
+                         "another version of the job. Run that version, or one that reads both.")
+        self.where = where
+
+
+def check_format(where: str, found: object, known: int) -> None:
+    """A record without a version was written before versions existed, in the layout of version 1."""
+    if (1 if found is None else found) != known:
+        raise UnknownFormat(where, found, known)
