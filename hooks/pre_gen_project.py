@@ -4,22 +4,29 @@ Answers are read as data (through `tojson`, inside `main`), never pasted into Py
 answer can run as code. `problems(answers)` is pure: the template's tests load this file by path and
 call it directly. Each problem reads `<question>: <value!r>: <rule>`; the hook prints them as
 `error: ...` and exits 1: cookiecutter then stops and removes the project directory it had begun.
+
+The rules for topic names and the transactional id prefix are the rendered project's own
+(`identifiers.py`, which its `config` checks with): this hook loads that file from the template.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import keyword
 import math
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 Answers = dict[str, object]
 
 SLUG = re.compile(r"[a-z][a-z0-9-]*")
 PACKAGE = re.compile(r"[a-z_][a-z0-9_]*")
-TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Plain decimals only: the values are pasted into Python and TOML, where `.5`, `007` or `1e3` differ.
 POSITIVE_NUMBER = re.compile(r"(0|[1-9][0-9]*)(\.[0-9]+)?")
@@ -37,6 +44,57 @@ CHOICES = {
 }
 # Pasted between double quotes in the rendered project (Python docstrings and strings, TOML, shell).
 QUOTE_FREE = ("project_name", "description", "checkpoint_location", "transactional_id_prefix")
+# The rendered project's module of identifier rules, in the template: it holds no template markers, so
+# the unrendered file is the project's module. The raw block keeps Jinja, which renders this hook
+# before it runs, from filling in the directory names.
+# {% raw %}
+IDENTIFIERS = Path("{{cookiecutter.project_slug}}", "src", "{{cookiecutter.package_name}}", "identifiers.py")
+# {% endraw %}
+
+
+def _working_directory(pid: int) -> Path | None:
+    """A process's working directory, as Linux tells it (/proc), or else lsof (macOS has no /proc)."""
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return _lsof_working_directory(pid)
+
+
+def _lsof_working_directory(pid: int) -> Path | None:
+    try:
+        listing = subprocess.run(["lsof", "-a", "-p", str(pid), "-d", "cwd", "-Fn"], capture_output=True,
+                                 text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((Path(line[1:]) for line in listing.splitlines() if line.startswith("n")), None)
+
+
+def _template_directory() -> Path:
+    """The template this hook belongs to. Loaded where it lies (the template's tests), this file is
+    `<template>/hooks/pre_gen_project.py`. Run by cookiecutter or cruft, it is a rendered copy in a
+    temporary file, run in the new project's directory, and the context need not name a local
+    template (cruft's holds the template's URL, and cruft renders a temporary clone); but both start
+    the hook from `generate_files` inside `work_in(<template>)`: the template being rendered is the
+    working directory of the process that started the hook."""
+    here = Path(__file__).resolve().parent.parent
+    if (here / IDENTIFIERS).is_file():
+        return here
+    starter = _working_directory(os.getppid())
+    if starter is not None and (starter / IDENTIFIERS).is_file():
+        return starter
+    raise ImportError(f"{IDENTIFIERS} is neither in {here} nor in the hook's starting directory {starter}")
+
+
+def _load_identifiers() -> ModuleType:
+    path = _template_directory() / IDENTIFIERS
+    spec = importlib.util.spec_from_file_location("identifiers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+identifiers = _load_identifiers()
 
 
 def _text(value: object, max_length: int) -> str | None:
@@ -57,7 +115,7 @@ def _project_slug(value: str) -> str | None:
                 "hyphen (e.g. color-counts)")
     if len(value) > 64:
         return f"must be at most 64 characters, not {len(value)}"
-    return None
+    return identifiers.sink_id_problem(value)  # the slug is the job's default sink_id
 
 
 def _package_name(value: str) -> str | None:
@@ -72,22 +130,6 @@ def _package_name(value: str) -> str | None:
         return "must not be the name of a standard-library module, which it would shadow"
     if value in DEPENDENCIES:
         return f"must not be the name of a dependency ({', '.join(DEPENDENCIES)}), which it would shadow"
-    return None
-
-
-def _topic(value: str) -> str | None:
-    if not TOPIC.fullmatch(value) or len(value) > 249 or value in (".", ".."):
-        return "must be a Kafka topic name: 1 to 249 of a-z A-Z 0-9 . _ -, and not '.' or '..'"
-    return None
-
-
-def _transactional_id_prefix(value: str) -> str | None:
-    if not value:
-        return "must not be empty"
-    if len(value) > 200:
-        return f"must be at most 200 characters, not {len(value)}"
-    if any(not ("!" <= ch <= "~") or ch in "\"'\\" for ch in value):
-        return "must be printable ASCII without whitespace, quotes or backslashes"
     return None
 
 
@@ -147,13 +189,13 @@ RULES: dict[str, Callable[[str], str | None]] = {
     "project_slug": _project_slug,
     "package_name": _package_name,
     "description": lambda value: _text(value, 300),
-    **dict.fromkeys(TOPIC_QUESTIONS, _topic),
+    **dict.fromkeys(TOPIC_QUESTIONS, identifiers.topic_problem),
     "key_field": _key_field,
     "filter_expression": _filter_expression,
     "trigger_interval_seconds": _trigger_interval_seconds,
     "state_ttl_seconds": _state_ttl_seconds,
     "checkpoint_location": _checkpoint_location,
-    "transactional_id_prefix": _transactional_id_prefix,
+    "transactional_id_prefix": identifiers.transactional_id_prefix_problem,
 }
 
 
@@ -176,14 +218,9 @@ def problems(answers: Answers) -> list[str]:
         if answers.get(question) not in allowed:
             add(question, f"must be one of {', '.join(allowed)}")
 
-    # Kafka refuses two topics whose names differ only in '.' versus '_' (their metric names collide).
-    seen: dict[str, str] = {}
-    for question in TOPIC_QUESTIONS:
-        key = str(answers.get(question)).replace(".", "_")
-        if key in seen:
-            add(question, f"must differ from {seen[key]} (Kafka treats '.' and '_' in topic names as the same)")
-        else:
-            seen[key] = question
+    topics = {question: str(answers.get(question)) for question in TOPIC_QUESTIONS}
+    for question, problem in identifiers.topic_collisions(topics).items():
+        add(question, problem)
     return found
 
 

@@ -4,15 +4,21 @@ the rule; hostile answers are rejected or rendered safely; the post-generation h
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import os
+import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
-from conftest import load_hook, render
+from conftest import TEMPLATE, load_hook, render
 from cookiecutter.exceptions import FailedHookException
+from cookiecutter.main import cookiecutter
 
 pre_gen = load_hook("pre_gen_project")
 
@@ -120,6 +126,99 @@ def test_topics_differing_only_in_dot_versus_underscore_collide(default_answers:
     found = pre_gen.problems(default_answers | {"input_topic": "team.events", "output_topic": "team_events"})
     rule = "must differ from input_topic (Kafka treats '.' and '_' in topic names as the same)"
     assert found == [f"output_topic: 'team_events': {rule}"]
+
+
+def _rendered_identifiers(project: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("rendered_identifiers", next(project.glob("src/*/identifiers.py")))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_hook_checks_identifiers_with_the_file_the_project_gets(rendered_default: Path) -> None:
+    """No copy of the rules: the hook's module is the template's identifiers.py, which the project
+    gets unchanged (it holds no template markers) and its config checks with."""
+    template_file = TEMPLATE / pre_gen.IDENTIFIERS
+    assert Path(pre_gen.identifiers.__file__).resolve() == template_file.resolve()
+    assert (rendered_default / "src/color_counts/identifiers.py").read_text() == template_file.read_text()
+    assert "from .identifiers import" in (rendered_default / "src/color_counts/config.py").read_text()
+    assert pre_gen.RULES["transactional_id_prefix"] is pre_gen.identifiers.transactional_id_prefix_problem
+    assert {pre_gen.RULES[question] for question in pre_gen.TOPIC_QUESTIONS} == {pre_gen.identifiers.topic_problem}
+
+
+@pytest.mark.parametrize(
+    ("question", "value", "rule"),
+    [
+        *(("transactional_id_prefix", value, "transactional_id_prefix_problem")
+          for value in ("", "t" * 201, "a b", "a'b", "zähler", "tx$(id)", "tx")),
+        *(("input_topic", value, "topic_problem") for value in ("", ".", "a/b", "t" * 250, "team.events")),
+        *(("marker_topic", value, "topic_problem") for value in ("..", "markers")),
+    ],
+)
+def test_the_hook_and_the_rendered_config_agree(
+    question: str, value: str, rule: str, default_answers: dict[str, str], rendered_default: Path
+) -> None:
+    problem = getattr(_rendered_identifiers(rendered_default), rule)(value)
+    assert pre_gen.problems(default_answers | {question: value}) == ([] if problem is None else
+                                                                     [f"{question}: {value!r}: {problem}"])
+
+
+@pytest.mark.parametrize("slug", ["color-counts", "a", "x9-y", "s" * 64])
+def test_a_good_project_slug_is_a_good_default_sink_id(slug: str, default_answers: dict[str, str]) -> None:
+    assert pre_gen.problems(default_answers | {"project_slug": slug}) == []
+    assert pre_gen.identifiers.sink_id_problem(slug) is None
+
+
+REFUSAL = "refused by this template's own identifiers.py"
+
+
+def _template_copy(destination: Path) -> Path:
+    """The template, copied, with an identifiers.py whose prefix rule refuses every answer."""
+    shutil.copytree(TEMPLATE, destination, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "demo", "bench", "__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info"))
+    module = destination / pre_gen.IDENTIFIERS
+    module.write_text(module.read_text() + f"\n\ndef transactional_id_prefix_problem(value: str) -> str:\n"
+                                           f"    return {REFUSAL!r}\n")
+    return destination
+
+
+def test_the_running_hook_applies_the_rules_of_the_template_it_renders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Cookiecutter runs a rendered copy of the hook from a temporary file, in the new project's
+    directory: it must still load the identifiers.py of the template being rendered, here a copy
+    named by a relative path."""
+    _template_copy(tmp_path / "template")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FailedHookException):
+        cookiecutter("template", no_input=True, output_dir="out")
+    assert f"error: transactional_id_prefix: 'color-counts': {REFUSAL}" in capfd.readouterr().err
+
+
+def test_under_cruft_the_hook_applies_the_rules_of_the_commit_it_renders(tmp_path: Path) -> None:
+    """cruft renders a temporary clone of the template at a commit, and its context names only the
+    template's URL: the hook must load the clone's identifiers.py, not the one in the URL's work tree."""
+    template = _template_copy(tmp_path / "template")
+    git = ["git", "-c", "user.name=Template Test", "-c", "user.email=test@example.invalid", "-c",
+           "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=template, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=template, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "refusing"], cwd=template, check=True)
+    shutil.copy(TEMPLATE / pre_gen.IDENTIFIERS, template / pre_gen.IDENTIFIERS)  # the work tree accepts
+    cruft = Path(sys.executable).with_name("cruft")
+    created = subprocess.run([str(cruft), "create", "--no-input", "--output-dir", str(tmp_path / "out"), str(template)],
+                             cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert created.returncode != 0
+    assert f"error: transactional_id_prefix: 'color-counts': {REFUSAL}" in created.stderr, created.stderr
+
+
+def test_the_hook_reads_a_process_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert pre_gen._working_directory(os.getpid()) == tmp_path.resolve()
+    if shutil.which("lsof") is None:
+        pytest.skip("no lsof here: it stands in for /proc on macOS")
+    assert pre_gen._lsof_working_directory(os.getpid()) == tmp_path.resolve()
 
 
 def test_the_default_answers_have_no_problems(default_answers: dict[str, str]) -> None:
