@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import uuid
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -89,9 +90,8 @@ def test_a_rerun_after_the_kafka_commit_publishes_nothing(kafka, new_topic, tmp_
     settings = settings_for(kafka, tmp_path, new_topic, "rerun")
     entry = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0)
     log = SinkLog(settings.checkpoint, settings.sink_id)
-    entry.status, entry.committed_at = PREPARED, None
     log.fs.delete_file(f"{log.directory}/0.json")
-    log.write(entry)
+    log.write(replace(entry, status=PREPARED, committed_at=None))
     producers.reset(settings)  # as after a driver restart: new producer, marker read again
     rerun = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0)
     assert rerun is not None and rerun.status == COMMITTED
@@ -261,3 +261,32 @@ def test_a_checkpoint_older_than_the_published_batches_is_refused(kafka, new_top
                                 "sink_id": "restored", "checkpoint_location": settings.checkpoint}, environ={})
     with pytest.raises(ConfigError, match=r"'checkpoint_location'.*plans batches up to 1.*already published batch 3"):
         check_checkpoint_against_markers(config)
+
+
+def test_two_sinks_whose_ids_share_a_prefix_share_one_marker_topic_exactly(kafka, new_topic, tmp_path):
+    """Sinks `a` and `a-x` (one id the start of the other) on one marker topic, each with two shards:
+    each reads only its own markers, so a re-run of each one's batch (as after a driver restart)
+    publishes nothing again, and each batch is visible once per sink."""
+    output = new_topic("out")
+    base = f"a{uuid.uuid4().hex[:6]}"
+    first = replace(settings_for(kafka, tmp_path / "a", new_topic, base), shards=2)
+    second = replace(first, sink_id=f"{base}-x", checkpoint=str(tmp_path / "a-x" / "checkpoint"))
+
+    def records(sink: str, batch_id: int) -> pa.Table:
+        keys = [f"{sink}-k{i}" for i in range(6)]
+        return pa.Table.from_pydict({
+            "topic": [output] * 6, "key": [k.encode() for k in keys],
+            "value": [json.dumps({"sink": sink, "batch_id": batch_id}).encode() for _ in keys],
+            "commit_shard": pa.array([i % 2 for i in range(6)], pa.int32()),
+        })
+
+    for batch_id in range(3):
+        for settings in (first, second):
+            coordinator.commit_batch(settings, records(settings.sink_id, batch_id), batch_id)
+    for settings in (first, second):  # a new driver of each: markers read again, the last batch re-run
+        producers.reset(settings)
+        assert coordinator.commit_batch(settings, records(settings.sink_id, 2), 2).status == COMMITTED
+        assert read_markers(kafka.bootstrap_servers, first.marker_topic, settings.sink_id) == {0: 2, 1: 2}
+    seen = [json.loads(value) for _key, value in read_topic(kafka.bootstrap_servers, output)]
+    for sink in (first.sink_id, second.sink_id):
+        assert sorted(v["batch_id"] for v in seen if v["sink"] == sink) == [0] * 6 + [1] * 6 + [2] * 6

@@ -188,9 +188,10 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
         if high <= low:
             return markers
         if settled:
-            stable = _wait_for_stable_offset(consumer, partition, high, deadline)
-            if stable < high and wait is not None:
-                stable = _wait_out_foreign_transaction(consumer, snapshot, partition, high, wait, timeout)
+            if wait is None:
+                stable = _wait_for_stable_offset(consumer, partition, high, deadline)
+            else:
+                stable = _wait_out_foreign_transaction(consumer, snapshot, partition, high, wait)
             if stable < high:
                 raise MarkersUndecided(
                     f"batch markers in {topic!r}: a transaction of another producer has been open for more "
@@ -230,30 +231,31 @@ def _wait_for_stable_offset(consumer: Consumer, partition: TopicPartition, targe
 
 
 def _wait_out_foreign_transaction(consumer: Consumer, snapshot: Consumer, partition: TopicPartition, target: int,
-                                  wait: ForeignTransactionWait, waited_already: float) -> int:
-    """Wait, saying every few seconds who holds the marker topic's LSO, until it reaches `target`
-    or the tolerance is spent; returns the LSO then."""
-    started = time.monotonic() - waited_already
+                                  wait: ForeignTransactionWait) -> int:
+    """The LSO once it reached `target`, or the last one seen when the tolerance is spent. Past
+    the first few seconds (a transaction about to end), a line every few seconds says who holds it."""
+    started = time.monotonic()
+    next_line = wait.log_every_seconds
     gauge = metrics.MARKER_WAIT.labels(wait.sink_id)
     try:
         while True:
             _low, stable = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
             waited = time.monotonic() - started
-            gauge.set(waited)
             if stable >= target or waited > wait.tolerance_seconds:
                 return stable
-            holder = _holder(snapshot, partition, stable)
-            log.warning("batch markers in %r: a transaction of another producer has been open for %.0fs at offset %d "
-                        "(%s); the batch waits for it to end (foreign_transaction_tolerance_seconds %.0f)",
-                        partition.topic, waited, stable, holder, wait.tolerance_seconds,
-                        extra=event("marker_topic_blocked", seconds=round(waited), offset=stable, holder=holder,
-                                    tolerance_seconds=wait.tolerance_seconds))
-            pause = min(wait.log_every_seconds, max(0.2, wait.tolerance_seconds - waited + 0.2))
-            if wait.stopping is not None and wait.stopping.wait(pause):
+            if waited >= next_line:
+                gauge.set(waited)
+                holder = _holder(snapshot, partition, stable)
+                log.warning("batch markers in %r: the batch has waited %.0fs for a transaction of another producer, open "
+                            "at offset %d (%s), to end (foreign_transaction_tolerance_seconds %.0f)",
+                            partition.topic, waited, stable, holder, wait.tolerance_seconds,
+                            extra=event("marker_topic_blocked", seconds=round(waited), offset=stable, holder=holder,
+                                        tolerance_seconds=wait.tolerance_seconds))
+                next_line = waited + wait.log_every_seconds
+            if wait.stopping is not None and wait.stopping.is_set():
                 raise MarkersUndecided(f"batch markers in {partition.topic!r}: the job is stopping while another "
                                        "producer's transaction holds the marker topic; nothing was published")
-            if wait.stopping is None:
-                time.sleep(pause)
+            time.sleep(0.2)
     finally:
         gauge.set(0)
 

@@ -1,0 +1,141 @@
+"""What the sink persists and reads back: versioned layouts refused when unknown, the log
+entry's one transition, marker keys of other sinks on a shared topic; and the two guards around
+the driver: a heartbeat that cannot die silently, a restart that waits out a Kafka outage."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from {{ cookiecutter.package_name }} import preflight
+from {{ cookiecutter.package_name }}.config import ConfigError, load_config
+from {{ cookiecutter.package_name }}.driver_presence import Heartbeat
+from {{ cookiecutter.package_name }}.errors import GaveUp
+from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat
+from {{ cookiecutter.package_name }}.sink.marker import marker_key, marker_value, parse_marker, shard_of
+from {{ cookiecutter.package_name }}.sink.pinned import FILE, PinnedSettings, check_and_pin, read_pinned
+from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, InvalidTransition, LogEntry, SinkLog
+
+
+def test_marker_log_entry_and_pinned_settings_carry_their_format_version(tmp_path):
+    assert json.loads(marker_value("s", 0, 3, 10))["format"] == 1
+    entry = LogEntry(batch_id=1, status=PREPARED, transactional_ids=["t"])
+    assert json.loads(entry.to_json())["format"] == 1
+    check_and_pin(str(tmp_path), PinnedSettings("s", "m", "p", 1))
+    assert json.loads((tmp_path / FILE).read_text())["format"] == 1
+
+
+def test_records_without_a_version_are_read_as_version_one(tmp_path):
+    assert parse_marker(b'{"sink_id": "s", "shard": 0, "batch_id": 7, "records": 1}', "m").batch_id == 7
+    log = SinkLog(str(tmp_path), "s")
+    (tmp_path / "sinks" / "s" / "log").mkdir(parents=True)
+    (tmp_path / "sinks" / "s" / "log" / "2.json").write_text(json.dumps(
+        {"batch_id": 2, "status": "committed", "transactional_ids": ["t"], "records_per_shard": [3]}))
+    assert log.read(2).status is COMMITTED
+    (tmp_path / FILE).write_text(json.dumps({"sink_id": "s", "marker_topic": "m", "transactional_id_prefix": "p",
+                                             "commit_shards": 1}))
+    assert read_pinned(str(tmp_path)) == PinnedSettings("s", "m", "p", 1)
+
+
+def test_an_unknown_version_is_refused_naming_where_and_both_versions(tmp_path):
+    with pytest.raises(UnknownFormat, match=r"marker in topic 'm': format version 2, but this job reads version 1"):
+        parse_marker(b'{"format": 2, "batch_id": 7}', "m")
+    (tmp_path / "sinks" / "s" / "log").mkdir(parents=True)
+    (tmp_path / "sinks" / "s" / "log" / "2.json").write_text(json.dumps(
+        {"format": 9, "batch_id": 2, "status": "committed", "transactional_ids": ["t"]}))
+    with pytest.raises(UnknownFormat, match=r"sinks/s/log/2\.json: format version 9, but this job reads version 1"):
+        SinkLog(str(tmp_path), "s").read(2)
+    (tmp_path / FILE).write_text(json.dumps({"format": 3, "sink_id": "s", "marker_topic": "m",
+                                             "transactional_id_prefix": "p", "commit_shards": 1}))
+    with pytest.raises(UnknownFormat, match=rf"{FILE}: format version 3"):
+        read_pinned(str(tmp_path))
+
+
+def test_a_log_entry_moves_from_prepared_to_committed_and_nowhere_else():
+    entry = LogEntry(batch_id=4, status="prepared", transactional_ids=["t"])
+    assert entry.status is PREPARED
+    entry.mark_committed(time.time())
+    assert entry.status is COMMITTED and entry.committed_at is not None
+    entry.status = COMMITTED  # staying committed is no move
+    with pytest.raises(InvalidTransition, match="batch 4 cannot go from committed to prepared"):
+        entry.status = PREPARED
+    with pytest.raises(ValueError):
+        LogEntry(batch_id=5, status="published", transactional_ids=["t"])
+
+
+def test_a_marker_key_is_a_sinks_only_when_it_is_exactly_its_id_and_a_shard():
+    assert shard_of(marker_key("a", 3), "a") == 3
+    assert shard_of(marker_key("a-x", 0), "a") is None
+    assert shard_of(marker_key("a", 0), "a-x") is None
+    assert shard_of(b"a/x/0", "a") is None and shard_of(b"a/", "a") is None and shard_of(b"a/one", "a") is None
+    assert shard_of(b"\xff\xfe/0", "a") is None
+
+
+def test_the_heartbeat_survives_any_error_and_stops_the_job_when_it_cannot_write_for_too_long(tmp_path, monkeypatch,
+                                                                                              caplog):
+    from {{ cookiecutter.package_name }} import driver_presence
+
+    failures = iter([KeyError("x"), RuntimeError("storage said no")])
+
+    def flaky(fs, path, data):  # a KeyError, then failing for good
+        raise next(failures, RuntimeError("storage said no"))
+
+    monkeypatch.setattr(driver_presence, "write_atomic", flaky)
+    lost = threading.Event()
+    reasons: list[str] = []
+    beat = Heartbeat(str(tmp_path), on_stop=lambda _reason: None,
+                     on_lost=lambda reason: (reasons.append(reason), lost.set()), interval=0.05, stop_after=0.5)
+    beat.start()
+    try:
+        assert lost.wait(5), "the heartbeat never said it was lost"
+        assert beat.is_alive(), "an error ended the heartbeat thread"
+    finally:
+        beat.stop()
+    assert len(reasons) == 1 and "could not be written for" in reasons[0] and "storage said no" in reasons[0]
+    assert any("KeyError" in record.getMessage() for record in caplog.records)
+
+
+def test_a_heartbeat_that_recovers_in_time_stops_nothing(tmp_path, monkeypatch):
+    from {{ cookiecutter.package_name }} import driver_presence
+
+    real = driver_presence.write_atomic
+    calls = {"n": 0}
+
+    def once_broken(fs, path, data):
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise TypeError("a bug for a moment")
+        real(fs, path, data)
+
+    monkeypatch.setattr(driver_presence, "write_atomic", once_broken)
+    lost: list[str] = []
+    beat = Heartbeat(str(tmp_path), on_stop=lambda _reason: None, on_lost=lost.append, interval=0.05, stop_after=1.0)
+    beat.start()
+    time.sleep(0.5)
+    assert driver_presence.running_driver(str(tmp_path)) is not None and lost == []
+    beat.stop()
+
+
+def unreachable(tmp_path, **options: str):
+    return load_config(None, {"bootstrap_servers": "127.0.0.1:9", "checkpoint_location": str(tmp_path / "ckpt"),
+                              **options}, environ={})
+
+
+def test_at_start_up_unreachable_kafka_fails_a_new_checkpoint_at_once_naming_bootstrap_servers(tmp_path):
+    with pytest.raises(ConfigError, match=r"'bootstrap_servers': cannot reach Kafka at 127\.0\.0\.1:9"):
+        preflight.check_kafka(unreachable(tmp_path), timeout=0.5)
+
+
+def test_at_start_up_unreachable_kafka_is_waited_out_when_the_checkpoint_exists(tmp_path, monkeypatch, caplog):
+    (tmp_path / "ckpt" / "offsets").mkdir(parents=True)
+    (tmp_path / "ckpt" / "offsets" / "0").write_text("v1\n{}\n{}\n")
+    monkeypatch.setattr(preflight, "STARTUP_RETRY_SECONDS", 0.1)
+    started = time.monotonic()
+    with pytest.raises(GaveUp, match=r"unreachable at 127.0.0.1:9 for \d+s at start-up, past "
+                                     r"kafka_outage_tolerance_seconds \(2\)"):
+        preflight.check_kafka(unreachable(tmp_path, kafka_outage_tolerance_seconds="2"), timeout=0.5)
+    assert time.monotonic() - started >= 2
+    assert any("the checkpoint exists, waiting" in record.getMessage() for record in caplog.records)
