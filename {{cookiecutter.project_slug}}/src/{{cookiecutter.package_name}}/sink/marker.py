@@ -246,8 +246,8 @@ def _wait_out_foreign_transaction(consumer: Consumer, snapshot: Consumer, partit
             if waited >= next_line:
                 gauge.set(waited)
                 holder = _holder(snapshot, partition, stable)
-                log.warning("batch markers in %r: the batch has waited %.0fs for a transaction of another producer, open "
-                            "at offset %d (%s), to end (foreign_transaction_tolerance_seconds %.0f)",
+                log.warning("batch markers in %r: the batch has waited %.0fs for a transaction of another producer, "
+                            "open at offset %d (%s), to end (foreign_transaction_tolerance_seconds %.0f)",
                             partition.topic, waited, stable, holder, wait.tolerance_seconds,
                             extra=event("marker_topic_blocked", seconds=round(waited), offset=stable, holder=holder,
                                         tolerance_seconds=wait.tolerance_seconds))
