@@ -58,13 +58,14 @@ def default_answers(rendered_default: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def project_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One venv with the rendered project's dependencies, installed once (pip's cache makes it quick).
-    A rendering's unit tests then run with this interpreter and PYTHONPATH=<rendering>/src."""
+    A rendering's unit tests then run with this interpreter and PYTHONPATH=<rendering>/src:<rendering>/tools/src."""
     source = render(tmp_path_factory.mktemp("venv-source"))
     venv = tmp_path_factory.mktemp("project-venv")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", f"{source}[dev]"],
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e", f"{source}[dev]", "-e",
+         f"{source}/tools"],
         check=True,
     )
     return python

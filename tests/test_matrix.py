@@ -3,7 +3,7 @@ deployment files x checkpoint on S3 or a local path (16 renderings). Each is che
 leftovers, its file set, parsing deploy/CI files and ruff. The options that only add or remove
 files (workflow, deployment) leave src/ and tests/ byte-identical, which a test below proves, so the
 rendered unit tests run once per (delivery guarantee, checkpoint) pair plus one rendering with every
-name changed: 5 runs, in one shared venv with PYTHONPATH=<rendering>/src."""
+name changed: 5 runs, in one shared venv with PYTHONPATH=<rendering>/src and its tools/src."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_the_manifest_matches_the_pinned_spark(renderings: dict[str, Path], proj
 def test_rendered_unit_tests_pass(cell: str, renderings: dict[str, Path], project_python: Path) -> None:
     project = renderings[cell]
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
-    env["PYTHONPATH"] = str(project / "src")
+    env["PYTHONPATH"] = os.pathsep.join((str(project / "src"), str(project / "tools" / "src")))
     result = subprocess.run(
         [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
         cwd=project, env=env, capture_output=True, text=True, check=False,
@@ -170,7 +170,7 @@ def test_a_rendering_with_every_answer_changed_passes_its_pipeline_smoke_test(
     by the independent reader: other key field, filter, topics, guarantee and TTL than the defaults."""
     project = render(tmp_path, **SMOKE)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
-    env["PYTHONPATH"] = str(project / "src")
+    env["PYTHONPATH"] = os.pathsep.join((str(project / "src"), str(project / "tools" / "src")))
     with capsys.disabled():
         print(f"\n=== smoke test of a rendering with every answer changed: {project}", flush=True)
     result = subprocess.run(

@@ -14,9 +14,9 @@ EXPECTED_FILES = {
     "pyproject.toml",
     "src/color_counts/__init__.py",
     "src/color_counts/cli.py",
-    "src/color_counts/devtools/kafka_local/__init__.py",
-    "src/color_counts/devtools/kafka_local/process.py",
-    "src/color_counts/devtools/kafka_local/pom.xml",
+    "tools/src/color_counts_tools/kafka_local/__init__.py",
+    "tools/src/color_counts_tools/kafka_local/process.py",
+    "tools/src/color_counts_tools/kafka_local/pom.xml",
     "tests/conftest.py",
     "tests/integration/test_broker_transactions.py",
 }
@@ -37,6 +37,13 @@ def test_no_template_markers_are_left(rendered_default: Path) -> None:
                  if path.is_file() and has_template_markers(path.relative_to(rendered_default).as_posix(),
                                                             path.read_text(errors="replace"))]
     assert not leftovers, f"template markers left in: {leftovers}"
+
+
+def test_rendered_project_type_checks(rendered_default: Path, project_python: Path) -> None:
+    """mypy on the job's package, strict on its sink, as the rendered `make lint` runs it."""
+    result = subprocess.run([str(project_python), "-m", "mypy"], cwd=rendered_default, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_rendered_project_is_ruff_clean(rendered_default: Path) -> None:

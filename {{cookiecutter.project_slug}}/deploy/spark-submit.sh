@@ -51,7 +51,7 @@ esac
 # More spark-submit options, e.g. SPARK_SUBMIT_ARGS="--executor-memory 2g --total-executor-cores 4".
 read -r -a USER_ARGS <<< "${SPARK_SUBMIT_ARGS:-}"
 
-# The job's package, shipped to the executors; the tooling wing (devtools/) stays behind.
+# The job's package, shipped to the executors (the development tools are a package of their own, under tools/).
 mkdir -p build/deploy
 "$PYTHON" - build/deploy/{{ cookiecutter.package_name }}.zip src {{ cookiecutter.package_name }} <<'PY'
 import pathlib, sys, zipfile
@@ -59,7 +59,7 @@ out, root, package = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
 with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
     for path in sorted((root / package).rglob("*")):
         parts = path.relative_to(root).parts
-        if path.is_file() and parts[1:2] != ("devtools",) and "__pycache__" not in parts:
+        if path.is_file() and "__pycache__" not in parts:
             archive.write(path, path.relative_to(root))
 PY
 

@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
+from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
+from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
+from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 from harness import CONFIG, JobUnderTest
 
-from {{ cookiecutter.package_name }}.devtools.kafka_io import create_topics
-from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
-from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server, S3Unavailable
-from {{ cookiecutter.package_name }}.devtools.sample import Keep, spark_filter
 from {{ cookiecutter.package_name }}.session import spark_session
 
 
@@ -32,7 +32,7 @@ def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="session")
 def s3_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """A real S3 server (S3Proxy, devtools/s3_local), started for the tests that ask for one."""
+    """A real S3 server (S3Proxy, the tools' s3_local), started for the tests that ask for one."""
     server = S3Server(tmp_path_factory.mktemp("s3"))
     try:
         seconds = server.start()

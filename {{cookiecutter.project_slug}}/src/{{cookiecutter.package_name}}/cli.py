@@ -1,7 +1,7 @@
 """{{ cookiecutter.project_name }}: {{ cookiecutter.description }}
 
-Commands: run, status, savepoint, state, topics, config; with the tooling wing (devtools/, not shipped by
-spark-submit.sh): produce-sample, demo, chaos, bench, kafka up|down."""
+Commands: run, status, savepoint, state, topics, config. The development tools (produce-sample, demo,
+chaos, bench, kafka up|down) are `{{ cookiecutter.project_slug }}-tools`, installed beside the job by `make venv`."""
 
 from __future__ import annotations
 
@@ -15,11 +15,16 @@ from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
 from .errors import ConfigError, GaveUp, KafkaUnavailable
 from .logs import report_exit
 
-LOCAL_KAFKA_DIR = Path(".kafka-local")
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
 
 
-def _config(args: argparse.Namespace) -> JobConfig:
+def add_config_options(command: argparse.ArgumentParser) -> None:
+    """--config and --set, for a command that reads the job's configuration (configuration())."""
+    command.add_argument("--config", help=f"job file (default: {DEFAULT_CONFIG} when present)")
+    command.add_argument("--set", action="append", metavar="OPTION=VALUE", help="override one option")
+
+
+def configuration(args: argparse.Namespace) -> JobConfig:
     overrides = {}
     for item in args.set or []:
         name, sep, value = item.partition("=")
@@ -36,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     from .preflight import check_before_spark
     from .runner import StopRequested, run
 
-    config = _config(args)
+    config = configuration(args)
     logs.configure(config)
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
     restore = savepoint_commands.restore_plan(config, args.from_savepoint)
@@ -60,7 +65,7 @@ def _status(args: argparse.Namespace) -> int:
     from . import savepoint_commands
     from .status import print_status, problems, report
 
-    status = report(savepoint_commands.effective_config(_config(args)))
+    status = report(savepoint_commands.effective_config(configuration(args)))
     found = problems(status, args.max_batch_age, args.max_lag) if args.check else []
     if args.json:
         print(json.dumps({**status, "healthy": not found, "problems": found} if args.check else status, indent=1))
@@ -77,7 +82,7 @@ def _savepoint(args: argparse.Namespace) -> int:
     if args.action == "create":
         if not args.to:
             raise ConfigError("--to", "savepoint create needs --to PATH (a new local path or s3:// location)")
-        return savepoint_commands.create(_config(args), args.to, args.timeout)
+        return savepoint_commands.create(configuration(args), args.to, args.timeout)
     if not args.path:
         raise ConfigError("path", "savepoint inspect needs the savepoint's PATH")
     return savepoint_commands.inspect(args.path, args.json, args.limit)
@@ -86,71 +91,21 @@ def _savepoint(args: argparse.Namespace) -> int:
 def _state(args: argparse.Namespace) -> int:
     from . import savepoint_commands
 
-    return savepoint_commands.show_state(_config(args), args.json, args.limit)
-
-
-def _produce_sample(args: argparse.Namespace) -> int:
-    from .devtools.sample import configured_sample, produce, spark_filter
-    from .session import spark_session
-
-    config = _config(args)
-    spark = spark_session("sample-expected-counts", "local[1]", shuffle_partitions=1)  # evaluates the filter
-    try:
-        sample = configured_sample(config, spark_filter(spark, config.filter, config.schema), args.count, args.seed,
-                                   args.malformed_rate)
-    finally:
-        spark.stop()
-    produce(config.bootstrap_servers, config.input_topic, sample.values, client=config.kafka)
-    print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); expected counts:")
-    print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))
-    return 0
+    return savepoint_commands.show_state(configuration(args), args.json, args.limit)
 
 
 def _topics(args: argparse.Namespace) -> int:
     from .topics import create_topics
 
-    config = _config(args)
+    config = configuration(args)
     for line in create_topics(config, args.partitions):
         print(line)
     return 0
 
 
 def _show_config(args: argparse.Namespace) -> int:
-    print(json.dumps(masked(_config(args)), indent=1))
+    print(json.dumps(masked(configuration(args)), indent=1))
     return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from .devtools.demo import run_demo
-
-    return run_demo(Path(args.workdir), args.count, keep_kafka=args.keep_kafka)
-
-
-def _kafka(args: argparse.Namespace) -> int:
-    from .devtools.kafka_local import daemon
-
-    if args.action == "up":
-        daemon.up(Path(args.workdir))
-    else:
-        print("kafka: stopped" if daemon.down(Path(args.workdir)) else "kafka: no local broker was running")
-    return 0
-
-
-def _tooling_wing_present() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(f"{__package__}.devtools") is not None
-
-
-def _tool_module(name: str):
-    """`chaos` and `bench` live in the tooling wing, imported only when used."""
-    import importlib
-
-    return importlib.import_module(f".devtools.{name}", __package__)
-
-
-def _tool(name: str):
-    return lambda args: _tool_module(name).run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, handler, help: str, configured: bool = True) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
         if configured:
-            sub.add_argument("--config", help=f"job file (default: {DEFAULT_CONFIG} when present)")
-            sub.add_argument("--set", action="append", metavar="OPTION=VALUE", help="override one option")
+            add_config_options(sub)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -194,22 +148,6 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_argument("action", choices=["create"])
     topics.add_argument("--partitions", type=int, default=4)
     command("config", _show_config, "print the effective configuration")
-    if _tooling_wing_present():  # absent from the zip that spark-submit.sh ships: the job alone
-        sample = command("produce-sample", _produce_sample, "write sample events to the input topic")
-        sample.add_argument("--count", type=int, default=10_000)
-        sample.add_argument("--seed", type=int, default=1)
-        sample.add_argument("--malformed-rate", type=float, default=0.01)
-        demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data", configured=False)
-        demo.add_argument("--count", type=int, default=20_000)
-        demo.add_argument("--workdir", default="demo-run")
-        demo.add_argument("--keep-kafka", action="store_true", help="leave the local broker running afterwards")
-        for name, help_text in (("chaos", "kill the job, its workers and the broker at random; verify the output"),
-                                ("bench", "measure throughput, latency and recovery side by side with alternatives")):
-            sub = command(name, _tool(name), help_text, configured=False)
-            _tool_module(name).add_arguments(sub)
-        kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker", configured=False)
-        kafka.add_argument("action", choices=["up", "down"])
-        kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
     return parser
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `config` imports this module, and must not import the Kafka client (test_layout.py)
     from confluent_kafka import KafkaError
@@ -27,8 +27,12 @@ _SASL_LOGIN_MODULES = {
 _LIBRDKAFKA_ONLY = {"sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location"}
 
 
+# What confluent-kafka takes as a client's configuration (callbacks, e.g. error_cb, among the values).
+ClientConfig = dict[str, Any]
+
+
 def librdkafka_config(bootstrap_servers: str, settings: Mapping[str, str] | None = None,
-                      job_settings: Mapping[str, object] | None = None) -> dict[str, object]:
+                      job_settings: Mapping[str, object] | None = None) -> ClientConfig:
     """For confluent-kafka: the user's settings, then what the job sets itself (which wins)."""
     return {**(settings or {}), "bootstrap.servers": bootstrap_servers, **(job_settings or {})}
 

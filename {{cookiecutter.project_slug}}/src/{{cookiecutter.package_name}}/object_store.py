@@ -41,7 +41,7 @@ def environment(s3: Mapping[str, str]) -> dict[str, str]:
 
 def hadoop_aws_package() -> str:
     """Hadoop's S3A connector in the version of the Hadoop that this PySpark ships."""
-    jars = Path(importlib.metadata.distribution("pyspark").locate_file("pyspark/jars"))
+    jars = Path(str(importlib.metadata.distribution("pyspark").locate_file("pyspark/jars")))
     client = next(jars.glob("hadoop-client-api-*.jar"), None)
     if client is None:
         raise ConfigError("checkpoint_location", f"no hadoop-client-api jar in {jars}: cannot match hadoop-aws to it")

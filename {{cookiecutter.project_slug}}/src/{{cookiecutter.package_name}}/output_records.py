@@ -12,12 +12,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .counting import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
+from .changes import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
 from .dead_letters import DEAD_LETTER_VALUE
 
 
 def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> DataFrame:
-    """Changes (counting.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value a
+    """Changes (changes.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value a
     JSON object without the batch id; a reference has a null topic and value."""
     is_count = F.col("kind") == KIND_COUNT
     is_reference = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION

@@ -114,7 +114,9 @@ def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: 
         "lag": None if lag is None else sum(lag.values()),
         "lag_per_partition": None if lag is None else {f"{t}/{p}": n for (t, p), n in sorted(lag.items())},
     }
-    if (batch := metrics.RECENTLY_PUBLISHED.get(config.sink_id, {}).get(progress.get("batchId"))) is not None:
+    batch_id = progress.get("batchId")
+    recent = metrics.RECENTLY_PUBLISHED.get(config.sink_id, {})
+    if isinstance(batch_id, int) and (batch := recent.get(batch_id)) is not None:
         published, phase2_seconds = batch
         fields.update(output_records=published.get(config.output_topic, 0),
                       dead_letters=published.get(config.dead_letter_topic, 0),
@@ -294,7 +296,7 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
             read_reports()
             return True
         try:
-            ended = query.awaitTermination(1.0)  # True once stopped; a failed query raises here instead
+            ended = query.awaitTermination(1)  # True once stopped; a failed query raises here instead
         except StreamingQueryException:
             read_reports()
             raise

@@ -178,7 +178,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
         shown = [row.asDict() for row in counts.orderBy(F.desc("count"), "key").limit(max(limit, 0)).collect()]
     finally:
         spark.stop()
-    document = {
+    document: dict[str, Any] = {
         "checkpoint": location, "batch_id": batch, "sink_id": effective.sink_id,
         "running": driver_presence.running_driver(location) is not None,
         "source_offsets": {config.input_topic: checkpoint.input_offsets(location, batch, config.input_topic)},

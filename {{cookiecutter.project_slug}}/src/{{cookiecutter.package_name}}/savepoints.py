@@ -204,7 +204,7 @@ def read_state_counts(spark, config: JobConfig, batch_id: int):
     and with a state TTL the counts already expired."""
     from pyspark.sql import functions as F
 
-    from .counting import GROUP_KEY
+    from .changes import GROUP_KEY
 
     spark.streams  # noqa: B018 - starts the StateStoreCoordinator, which reading a RocksDB store needs
     location = resolve_location(config.checkpoint_location)

@@ -52,7 +52,8 @@ def report(config: JobConfig, batches: int = 5, now: float | None = None) -> dic
                                   "transactional_ids": e.transactional_ids}
                                  for e in SinkLog(location, config.sink_id).latest(batches)]
     try:
-        lag = input_lag(config, recent[-1]["end_offsets"] if recent else {})
+        ends = checkpoint.input_offsets(location, last, config.input_topic) if last is not None else {}
+        lag = input_lag(config, ends)
         result.update(lag=lag, lag_total=sum(lag.values()))
     except Exception as error:  # noqa: BLE001 - status still reports what the checkpoint holds
         result.update(lag=None, lag_total=None, lag_error=str(error))

@@ -17,14 +17,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from .counting import CHANGES_SCHEMA, GROUP_KEY, INPUT_COLUMNS, KIND_COUNT, KIND_DEAD_LETTER
+from .changes import CHANGES_SCHEMA, GROUP_KEY, INPUT_COLUMNS, KIND_COUNT, KIND_DEAD_LETTER
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
 
 _OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
 
 
 def count_with_ttl(keyed: DataFrame, ttl_seconds: int, seed: DataFrame | None = None) -> DataFrame:
-    """Changes (counting.CHANGES_SCHEMA) from records (counting.INPUT_COLUMNS); `seed`: a
+    """Changes (changes.CHANGES_SCHEMA) from records (changes.INPUT_COLUMNS); `seed`: a
     savepoint's counts (key, count), the initial state Spark hands the first batch."""
     initial = None if seed is None else seed.select(F.col("key").alias(GROUP_KEY), "count").groupBy(GROUP_KEY)
     return keyed.select(*INPUT_COLUMNS).groupBy(GROUP_KEY).transformWithStateInPandas(
@@ -56,7 +56,8 @@ class CountProcessor(StatefulProcessor):
         if group_key is None:
             yield from dead_letter_frames(rows)
             return
-        previous = self.count.get()[0] if self.count.exists() else 0
+        stored = self.count.get() if self.count.exists() else None
+        previous = stored[0] if stored is not None else 0
         total = previous + sum(len(frame) for frame in rows)
         self.count.update((total,))
         yield count_frame(group_key, total)

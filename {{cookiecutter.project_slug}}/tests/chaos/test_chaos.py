@@ -15,8 +15,8 @@ import io
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from {{ cookiecutter.package_name }}_tools import chaos
 
-from {{ cookiecutter.package_name }}.devtools import chaos
 from {{ cookiecutter.package_name }}.sink import faults
 
 pytestmark = pytest.mark.chaos

@@ -1,5 +1,5 @@
 """The cluster tests' fixtures: a Spark standalone cluster (a master and two workers on the
-loopback interface, devtools/spark_cluster.py), a real S3 server for the checkpoint, and the job
+loopback interface, the tools' spark_cluster.py), a real S3 server for the checkpoint, and the job
 submitted to them by deploy/spark-submit.sh, the script a team uses."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
+from {{ cookiecutter.package_name }}_tools.spark_cluster import ClusterUnavailable, SparkCluster, s3a_classpath
 from harness import SECRET_VARIABLE, JobUnderTest, on_s3
-
-from {{ cookiecutter.package_name }}.devtools.s3_local import S3Server
-from {{ cookiecutter.package_name }}.devtools.spark_cluster import ClusterUnavailable, SparkCluster, s3a_classpath
 
 PROJECT = Path(__file__).resolve().parents[2]
 

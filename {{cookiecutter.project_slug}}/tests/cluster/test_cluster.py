@@ -12,9 +12,9 @@ import threading
 import time
 
 import pytest
+from {{ cookiecutter.package_name }}_tools import chaos
 from harness import merged, produce_sample
 
-from {{ cookiecutter.package_name }}.devtools import chaos
 from {{ cookiecutter.package_name }}.sink import faults
 
 pytestmark = pytest.mark.cluster

@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
 
-from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 from {{ cookiecutter.package_name }}.sink import coordinator, faults, producers
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, InlineRecords
 from {{ cookiecutter.package_name }}.sink.coordinator import ProducerFenced, RecordRejected, publish

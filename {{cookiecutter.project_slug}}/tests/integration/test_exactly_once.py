@@ -11,11 +11,11 @@ import random
 import signal
 
 import pytest
+from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
+from {{ cookiecutter.package_name }}_tools.sample import produce
 from harness import merged, produce_sample
 
 from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.devtools.readback import SETTLE_SECONDS, read_published
-from {{ cookiecutter.package_name }}.devtools.sample import produce
 from {{ cookiecutter.package_name }}.sink import faults
 
 pytestmark = pytest.mark.integration

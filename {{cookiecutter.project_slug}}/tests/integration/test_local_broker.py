@@ -8,11 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from {{ cookiecutter.package_name }}_tools.kafka_local import LocalKafkaBroker
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from {{ cookiecutter.package_name }}.devtools.kafka_local import LocalKafkaBroker
-from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +43,7 @@ def test_the_process_broker_serves_transactions_and_survives_a_kill(tmp_path):
 
 def test_kafka_up_and_down_commands(tmp_path):
     workdir = tmp_path / "kafka"
-    cli = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "kafka"]
+    cli = [sys.executable, "-m", "{{ cookiecutter.package_name }}_tools", "kafka"]
     up = subprocess.run([*cli, "up", "--workdir", str(workdir)], capture_output=True, text=True, timeout=180)
     try:
         assert up.returncode == 0, up.stderr

@@ -9,11 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from {{ cookiecutter.package_name }}_tools.readback import Published
+from {{ cookiecutter.package_name }}_tools.sample import as_key
+from {{ cookiecutter.package_name }}_tools.verify import verify
 from harness import CONFIG, merged, produce_sample
-
-from {{ cookiecutter.package_name }}.devtools.readback import Published
-from {{ cookiecutter.package_name }}.devtools.sample import as_key
-from {{ cookiecutter.package_name }}.devtools.verify import verify
 
 pytestmark = pytest.mark.integration
 

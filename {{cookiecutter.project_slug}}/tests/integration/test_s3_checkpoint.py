@@ -1,4 +1,4 @@
-"""The checkpoint on a real S3 server (S3Proxy, devtools/s3_local, which the tests start and stop
+"""The checkpoint on a real S3 server (S3Proxy, the tools' s3_local, which the tests start and stop
 like Kafka): Spark's checkpoint through Hadoop's S3A, the sink log through
 pyarrow, all from the one `[s3]` table; exactly-once through a crash; and a wrong bucket,
 endpoint or credentials failing at start-up, before Spark starts, with one line naming the setting."""

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from {{ cookiecutter.package_name }}_tools.processes import start_job
+from {{ cookiecutter.package_name }}_tools.readback import read_positions
+from {{ cookiecutter.package_name }}_tools.sample import SampleInput, as_key
+from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify
 from harness import CONFIG, EXACTLY_ONCE, SECRET_VARIABLE, merged, on_s3, produce_sample, stop
 
 from {{ cookiecutter.package_name }} import object_store
-from {{ cookiecutter.package_name }}.devtools.processes import start_job
-from {{ cookiecutter.package_name }}.devtools.readback import read_positions
-from {{ cookiecutter.package_name }}.devtools.sample import SampleInput, as_key
-from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify
 from {{ cookiecutter.package_name }}.savepoints import read_manifest
 from {{ cookiecutter.package_name }}.sink import faults
 

@@ -11,11 +11,11 @@ import time
 import uuid
 
 import pytest
+from {{ cookiecutter.package_name }}_tools.processes import start_job
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
 from harness import EXACTLY_ONCE, merged, produce_sample, stop
 
-from {{ cookiecutter.package_name }}.devtools.processes import start_job
-from {{ cookiecutter.package_name }}.devtools.readback import read_topic
 from {{ cookiecutter.package_name }}.sink.marker import ensure_marker_topic
 
 pytestmark = pytest.mark.integration

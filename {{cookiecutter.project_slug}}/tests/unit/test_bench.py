@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-
-from {{ cookiecutter.package_name }}.devtools.bench.stats import (
+from {{ cookiecutter.package_name }}_tools.bench.stats import (
     CONTENDERS,
     RESULT_SCHEMA,
     SUMMARY_FIELDS,
@@ -124,7 +123,7 @@ def test_unmeasured_figures_are_nan_and_a_broken_document_is_reported():
 
 
 def test_the_bench_command_imports_nothing_heavy():
-    code = ("import sys, {{ cookiecutter.package_name }}.devtools.bench as bench, argparse; "
+    code = ("import sys, {{ cookiecutter.package_name }}_tools.bench as bench, argparse; "
             "bench.add_arguments(argparse.ArgumentParser()); "
             "print(sorted(m for m in ('pyspark', 'matplotlib', 'pandas', 'confluent_kafka') if m in sys.modules))")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -132,14 +131,14 @@ def test_the_bench_command_imports_nothing_heavy():
 
 
 def test_the_stage_profile_refuses_an_unknown_variant_before_it_starts_anything():
-    from {{ cookiecutter.package_name }}.devtools.bench import stages
+    from {{ cookiecutter.package_name }}_tools.bench import stages
 
     with pytest.raises(SystemExit, match="unknown variant"):
         stages.main(["--variants", "parse,nope"])
 
 
 def test_a_contenders_throughput_is_the_median_of_its_backlog_runs_and_lists_each():
-    from {{ cookiecutter.package_name }}.devtools.bench.measure import add_backlog_run
+    from {{ cookiecutter.package_name }}_tools.bench.measure import add_backlog_run
 
     first = {**contender_result("eos"), "throughput": {"events": 1000, "seconds": 2.0, "eps": 500.0}}
     add_backlog_run(first, first, round_number=1, position=1)

@@ -7,7 +7,8 @@ import json
 
 from pyspark.sql import functions as F
 
-from {{ cookiecutter.package_name }}.counting import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION, count_changes
+from {{ cookiecutter.package_name }}.changes import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
+from {{ cookiecutter.package_name }}.counting import count_changes
 from {{ cookiecutter.package_name }}.output_records import encode, for_batch
 from {{ cookiecutter.package_name }}.parsing import EventSchema, parse_records
 

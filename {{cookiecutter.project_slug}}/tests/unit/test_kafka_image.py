@@ -9,8 +9,7 @@ import time
 from importlib import resources
 
 import pytest
-
-from {{ cookiecutter.package_name }}.devtools.kafka_local import containers, image
+from {{ cookiecutter.package_name }}_tools.kafka_local import containers, image
 
 
 def entrypoint_properties(env: dict[str, str]) -> dict[str, str]:

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
-from {{ cookiecutter.package_name }}.devtools.kafka_local import KafkaUnavailable, chosen_provider
-from {{ cookiecutter.package_name }}.devtools.kafka_local.process import server_properties
+from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaUnavailable, chosen_provider
+from {{ cookiecutter.package_name }}_tools.kafka_local.process import server_properties
 
 
 def test_single_broker_settings_allow_transactions(tmp_path):
@@ -24,8 +23,8 @@ def test_unknown_provider_is_rejected_with_the_choices(monkeypatch):
 
 
 def test_missing_tool_says_what_to_install(monkeypatch, tmp_path):
-    from {{ cookiecutter.package_name }}.devtools import maven
-    from {{ cookiecutter.package_name }}.devtools.kafka_local import process
+    from {{ cookiecutter.package_name }}_tools import maven
+    from {{ cookiecutter.package_name }}_tools.kafka_local import process
 
     monkeypatch.setenv("KAFKA_LOCAL_CACHE", str(tmp_path))
     monkeypatch.setattr(maven.shutil, "which", lambda tool: None)
@@ -40,7 +39,7 @@ def test_a_state_file_whose_pid_is_now_another_process_is_not_the_broker(tmp_pat
     import subprocess
     import sys
 
-    from {{ cookiecutter.package_name }}.devtools.kafka_local import daemon
+    from {{ cookiecutter.package_name }}_tools.kafka_local import daemon
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:

@@ -1,6 +1,7 @@
-"""The import graph: the job and its tooling wing stay apart (the job's modules never import
-`devtools`, which spark-submit.sh leaves out of the shipped zip); the sink is a sink of Kafka
-records that knows nothing of the aggregation; the light commands never import PySpark."""
+"""The import graph: the job and its development tools stay apart (the tools are a package of their
+own, `{{ cookiecutter.package_name }}_tools`, which the job never imports and its wheel does not hold); the
+sink is a sink of Kafka records that knows nothing of the aggregation; the light commands never
+import PySpark."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ PIPELINE_MODULES = ("job", "parsing", "counting", "ttl_counting", "dead_letters"
 LIGHT_COMMANDS = ("config",)
 
 
+TOOLS = "{{ cookiecutter.package_name }}_tools"
+
+
 def _job_modules() -> list[Path]:
-    return [p for p in PACKAGE_DIR.rglob("*.py") if "devtools" not in p.relative_to(PACKAGE_DIR).parts]
+    return list(PACKAGE_DIR.rglob("*.py"))
 
 
 def _imports(tree: ast.AST, top_level_only: bool) -> list[str]:
@@ -34,14 +38,73 @@ def _imports(tree: ast.AST, top_level_only: bool) -> list[str]:
     return found
 
 
-def test_the_job_never_imports_the_tooling_wing() -> None:
+def test_the_job_never_imports_the_tools() -> None:
     offenders = {}
     for path in _job_modules():
-        # The CLI reaches the tools (demo, chaos, bench, kafka up) inside their commands only.
-        imports = _imports(ast.parse(path.read_text()), top_level_only=path.name == "cli.py")
-        if bad := [name for name in imports if "devtools" in name]:
+        imports = _imports(ast.parse(path.read_text()), top_level_only=False)
+        if bad := [name for name in imports if name.split(".")[0] == TOOLS]:
             offenders[str(path.relative_to(PACKAGE_DIR))] = bad
     assert not offenders, offenders
+
+
+def test_the_jobs_wheel_holds_the_job_alone(tmp_path: Path) -> None:
+    """`pip wheel .` of the project: the job's package and nothing of the tools."""
+    import zipfile
+
+    project = PACKAGE_DIR.parent.parent
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path), str(project)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert packages == {PACKAGE_DIR.name}, packages
+    assert not [name for name in names if "tools" in name.split("/")[0] or "kafka_local" in name], names
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the job's modules it imports (at any depth of its code), relative imports resolved."""
+    modules = {_module_name(path): path for path in _job_modules()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+        graph[name] = {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def test_the_jobs_import_graph_has_no_cycle() -> None:
+    graph = _import_graph()
+    assert len(graph) > 20 and f"{PACKAGE_DIR.name}.sink.coordinator" in graph[f"{PACKAGE_DIR.name}.sink.kafka_sink"]
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(module: str) -> None:
+        if module in done:
+            return
+        assert module not in visiting, "import cycle: " + " -> ".join([*visiting[visiting.index(module):], module])
+        visiting.append(module)
+        for target in sorted(graph[module]):
+            visit(target)
+        visiting.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module)
 
 
 def test_the_sink_imports_nothing_of_the_pipeline() -> None:
@@ -63,14 +126,12 @@ def test_the_config_command_imports_neither_pyspark_nor_the_kafka_client(tmp_pat
         assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
 
 
-def test_the_job_runs_without_its_tooling_wing(tmp_path: Path) -> None:
-    """What spark-submit.sh ships (the package without devtools/) must start: its CLI once
-    built its parser from the tools' modules, and every submission failed on the import."""
+def test_the_job_runs_without_its_tools(tmp_path: Path) -> None:
+    """What spark-submit.sh ships (the job's package alone) must start, with the tools out of reach."""
     import shutil
 
     shipped = tmp_path / "shipped"
-    shutil.copytree(PACKAGE_DIR, shipped / PACKAGE_DIR.name,
-                    ignore=shutil.ignore_patterns("devtools", "__pycache__"))
+    shutil.copytree(PACKAGE_DIR, shipped / PACKAGE_DIR.name, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "PYTHONPATH": str(shipped)}
     command = [sys.executable, "-m", PACKAGE_DIR.name]
     result = subprocess.run([*command, "config"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from {{ cookiecutter.package_name }}_tools.readback import Published
+from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify, verify_batches
 
 from {{ cookiecutter.package_name }} import storage
-from {{ cookiecutter.package_name }}.devtools.readback import Published
-from {{ cookiecutter.package_name }}.devtools.verify import Verdict, verify, verify_batches
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
 

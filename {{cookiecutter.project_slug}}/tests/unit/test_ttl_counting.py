@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from {{ cookiecutter.package_name }}.counting import KIND_COUNT, KIND_DEAD_LETTER
+from {{ cookiecutter.package_name }}.changes import KIND_COUNT, KIND_DEAD_LETTER
 from {{ cookiecutter.package_name }}.ttl_counting import CountProcessor
 
 

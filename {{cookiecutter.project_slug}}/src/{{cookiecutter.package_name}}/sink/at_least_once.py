@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 import pyarrow as pa
+from confluent_kafka import KafkaError, Message
 
 from ..kafka_client import librdkafka_config
-from .settings import PARTITIONER, SinkSettings
+from .settings import PARTITIONER, Headers, SinkSettings
 
 # A task's function for mapInArrow: its records in, its references out.
 TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -29,7 +30,7 @@ def produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
 
 
 def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch],
-                headers: list[tuple[str, bytes]], references: list[bytes] | None = None) -> int:
+                headers: Headers, references: list[bytes] | None = None) -> int:
     """Produce every record with a topic, with `headers`; the others' keys go to `references`."""
     from confluent_kafka import Producer
 
@@ -38,7 +39,7 @@ def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iter
     }))
     errors: list[str] = []
 
-    def on_delivery(error, _message) -> None:
+    def on_delivery(error: KafkaError | None, _message: Message) -> None:
         if error is not None:
             errors.append(str(error))
 

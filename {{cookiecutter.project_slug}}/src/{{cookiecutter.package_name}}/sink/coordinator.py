@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,7 +45,7 @@ from . import faults, producers
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
 from .marker import marker_key, marker_value, offsets_digest
 from .producers import CommitShard
-from .settings import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
+from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
 log = logging.getLogger(__name__)
@@ -164,8 +165,8 @@ def compare_rerun(settings: SinkSettings, first: LogEntry, rerun: LogEntry, comm
     (a log line and eos_sink_rerun_mismatch_total) and returned. `committed_shards`: the shards whose
     marker says they published N: if the first attempt was only prepared, they hold its records
     while the others will publish the re-run's."""
-    first_figures = list(zip(first.records_per_shard, first.digests_per_shard or [None] * len(first.records_per_shard),
-                             strict=True))
+    no_digests: list[str | None] = [None] * len(first.records_per_shard)
+    first_figures = list(zip(first.records_per_shard, first.digests_per_shard or no_digests, strict=True))
     rerun_figures = list(zip(rerun.records_per_shard, rerun.digests_per_shard, strict=True))
     differ = [shard for shard, figures in enumerate(rerun_figures)
               if shard >= len(first_figures) or figures[0] != first_figures[shard][0]
@@ -200,7 +201,7 @@ def check_offsets_forward(previous: LogEntry | None, entry: LogEntry) -> None:
             "on a new checkpoint_location (with starting_offsets where it should begin) and a new sink_id.")
 
 
-def offsets_going_back(before: list, after: list) -> list[str]:
+def offsets_going_back(before: list[Any], after: list[Any]) -> list[str]:
     """Per Kafka source ({"<topic>": {"<partition>": offset}}), each partition whose offset is lower
     in `after` than in `before`, or missing from it. Sources of other kinds are not compared."""
     problems = []
@@ -279,7 +280,7 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecor
     return published
 
 
-def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
+def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None:
     while True:
         try:
             producer.produce(topic, value=value, key=key, headers=headers)

@@ -89,11 +89,12 @@ class KafkaSink:
         else:
             # Phase 1: the batch's one execution, its records on the driver (or staged), then
             # the records its references name.
-            batch = compute(for_commit(records, self.settings.shards), self.settings, batch_id, "output")
-            if batch.references:
-                more = self._read_back(output.sparkSession, batch.references, batch_id)
-                batch = CombinedRecords([batch, compute(for_commit(more, self.settings.shards), self.settings,
-                                                        batch_id, "read-back")])
+            computed = compute(for_commit(records, self.settings.shards), self.settings, batch_id, "output")
+            batch: BatchRecords = computed
+            if computed.references:
+                more = self._read_back(output.sparkSession, computed.references, batch_id)
+                read_back = compute(for_commit(more, self.settings.shards), self.settings, batch_id, "read-back")
+                batch = CombinedRecords([computed, read_back])
             # Phase 2, on the driver, once every task of the batch succeeded.
             commit_batch(self.settings, batch, batch_id, self.stopping)
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
@@ -104,7 +105,7 @@ class KafkaSink:
         return self.read_back(spark, references, batch_id)
 
 
-def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str) -> BatchRecords:
+def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str) -> InlineRecords | StagedRecords:
     """The batch's records, inline; past spark.driver.maxResultSize, staged by the executors."""
     try:
         return InlineRecords.of(records.toArrow(), settings.shards)

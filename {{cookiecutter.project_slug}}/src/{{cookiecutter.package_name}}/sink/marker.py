@@ -206,13 +206,13 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
             message = consumer.poll(1.0)
             if message is None:
                 continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
+            if (error := message.error()) is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     return markers
-                raise KafkaException(message.error())
+                raise KafkaException(error)
             shard = shard_of(message.key() or b"", sink_id)
-            if shard is not None and message.value() is not None:
-                marker = parse_marker(message.value(), topic)
+            if shard is not None and (value := message.value()) is not None:
+                marker = parse_marker(value, topic)
                 if shard not in markers or marker.batch_id >= markers[shard].batch_id:
                     markers[shard] = marker
         raise TimeoutError(f"reading the batch markers from {topic!r} took longer than {timeout:.0f}s")

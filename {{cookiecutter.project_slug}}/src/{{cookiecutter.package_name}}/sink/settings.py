@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# A record's headers, as confluent-kafka takes them.
+Headers = list[tuple[str, str | bytes | None]]
+
 # The Java client's partitioner: a key lands where Kafka Streams and Java producers put it (so
 # consumers co-partition), and an empty key is hashed like any other instead of spread at random.
 PARTITIONER = "murmur2_random"
@@ -39,7 +42,7 @@ class SinkSettings:
         """The batch id Spark's batch `batch_id` publishes as, in its records' values and headers."""
         return self.first_batch_id + batch_id
 
-    def batch_header(self, batch_id: int) -> list[tuple[str, bytes]]:
+    def batch_header(self, batch_id: int) -> Headers:
         """The `batch_id` header of a batch's records: the id their values carry."""
         return [("batch_id", str(self.output_batch_id(batch_id)).encode())]
 

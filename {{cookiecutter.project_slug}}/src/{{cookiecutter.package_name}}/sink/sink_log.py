@@ -7,6 +7,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from .. import object_store
 from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
@@ -46,13 +47,13 @@ class LogEntry:
     # Per shard, an order-independent digest of its records (batch_records.digests): a re-run of
     # the batch is compared with the first attempt by count and digest.
     digests_per_shard: list[str] = field(default_factory=list)
-    source_offsets: dict = field(default_factory=dict)
+    source_offsets: dict[str, Any] = field(default_factory=dict)
     records: int = 0
     prepared_at: float | None = None
     committed_at: float | None = None
     format: int = LOG_FORMAT
 
-    def __setattr__(self, name: str, value: object) -> None:
+    def __setattr__(self, name: str, value: Any) -> None:
         if name == "status":  # prepared -> committed is the only move; a committed batch stays committed
             value = Status(value)
             current = self.__dict__.get("status")

@@ -4,7 +4,7 @@ filter and count (groupBy count, update mode, RocksDB state as this job), at-lea
 The connector comes the way the job gets it (session.py: `spark.jars.packages`, cached by Ivy),
 in the version of the installed pyspark.
 
-    python -m <package>.devtools.bench.spark_kafka --bootstrap B --input T ...
+    python -m <package>_tools.bench.spark_kafka --bootstrap B --input T ...
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from ...kafka_client import FETCH_MAX_WAIT_MS
-    from ...session import checkpoint_conf, spark_session
+    from {{ cookiecutter.package_name }}.kafka_client import FETCH_MAX_WAIT_MS
+    from {{ cookiecutter.package_name }}.session import checkpoint_conf, spark_session
 
     # The job's session for its checkpoint (job.spark_session): like for like.
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions,
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(query) -> int:
     """Run the query until SIGTERM/SIGINT, then stop it at a batch boundary; 1 if it failed."""
-    from ...runner import StopRequested, stop_at_batch_boundary
+    from {{ cookiecutter.package_name }}.runner import StopRequested, stop_at_batch_boundary
 
     stop = StopRequested()
     stop.install()

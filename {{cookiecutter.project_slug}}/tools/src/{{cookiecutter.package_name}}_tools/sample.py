@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Producer
 
-from ..kafka_client import librdkafka_config
-from ..parsing import SPARK_TYPES as _SPARK_TYPES
+from {{ cookiecutter.package_name }}.kafka_client import librdkafka_config
+from {{ cookiecutter.package_name }}.parsing import SPARK_TYPES as _SPARK_TYPES
+
 from .kafka_io import produce as produce_one
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ..config import JobConfig
+    from {{ cookiecutter.package_name }}.config import JobConfig
 
 COLORS = ["red", "green", "blue", "orange", "yellow", "purple", "black", "white"]
 

@@ -13,7 +13,8 @@ import uuid
 from importlib import resources
 from pathlib import Path
 
-from ...errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+
 from .. import maven
 from ..processes import free_port
 from . import sasl

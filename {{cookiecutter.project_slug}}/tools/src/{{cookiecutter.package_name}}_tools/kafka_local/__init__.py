@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+
 from .containers import docker_engine_answers, kafka_container, wait_until_serving
 from .engine import container_engine
 from .image import ensure_kafka_image

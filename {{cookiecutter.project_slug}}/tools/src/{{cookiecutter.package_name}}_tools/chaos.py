@@ -170,7 +170,7 @@ class ClusterSetup:
                 bucket = f"chaos-{uuid.uuid4().hex[:12]}"
                 s3.client().create_bucket(Bucket=bucket)
                 setup = cls(spark, s3, bucket, script, s3a_classpath())
-                from .. import object_store
+                from {{ cookiecutter.package_name }} import object_store
 
                 object_store.use_in_this_process(setup.s3_settings(secret=s3.secret_key))  # reads the checkpoint
                 yield setup
@@ -192,7 +192,7 @@ class ClusterSetup:
 
 def _faults():
     """sink/faults.py, imported only when used: importing the sink package imports pyspark."""
-    from ..sink import faults
+    from {{ cookiecutter.package_name }}.sink import faults
 
     return faults
 
@@ -357,7 +357,7 @@ class Tally:
 class Chaos:
     def __init__(self, kafka: Any, profile: Profile, guarantee: str, seed: int, workdir: Path,
                  say: Reporter, cluster: ClusterSetup | None = None) -> None:
-        from ..config import JobConfig
+        from {{ cookiecutter.package_name }}.config import JobConfig
 
         self.kafka, self.profile, self.guarantee, self.seed = kafka, profile, guarantee, seed
         self.workdir, self.say = workdir, say
@@ -406,8 +406,8 @@ class Chaos:
         }
 
     def committed(self) -> list[int]:
-        from ..checkpoint import committed_batches
-        from ..storage import resolve_location
+        from {{ cookiecutter.package_name }}.checkpoint import committed_batches
+        from {{ cookiecutter.package_name }}.storage import resolve_location
 
         try:
             return committed_batches(resolve_location(self.checkpoint_location))
@@ -420,8 +420,8 @@ class Chaos:
 
     def drained(self, producer: InputProducer) -> bool:
         """Every input record is in a committed batch: its end offsets are the input's end."""
-        from ..checkpoint import input_offsets
-        from ..storage import resolve_location
+        from {{ cookiecutter.package_name }}.checkpoint import input_offsets
+        from {{ cookiecutter.package_name }}.storage import resolve_location
 
         if not producer.done.is_set():
             return False
@@ -654,7 +654,8 @@ class Chaos:
 
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
-        from ..config import JobConfig
+        from {{ cookiecutter.package_name }}.config import JobConfig
+
         from .sample import COLORS, make_events
 
         profile = self.profile
@@ -742,8 +743,9 @@ class Chaos:
 
     def judge(self, positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
               completed: bool) -> int:
-        from ..checkpoint import batch_ends
-        from ..storage import resolve_location
+        from {{ cookiecutter.package_name }}.checkpoint import batch_ends
+        from {{ cookiecutter.package_name }}.storage import resolve_location
+
         from .verify import verify, verify_batches
 
         inputs = [value for _partition, _offset, value in positioned]

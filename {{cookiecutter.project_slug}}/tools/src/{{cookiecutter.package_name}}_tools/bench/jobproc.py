@@ -6,7 +6,7 @@ With `--built-in-sink`, contender spark_kafka_job: the job's own query (source, 
 dead letters, filter, count, output records) written by Spark's built-in Kafka sink
 (at-least-once) instead of this job's sink: what the sink alone costs.
 
-    python -m <package>.devtools.bench.jobproc --progress-file F [--built-in-sink] --set option=value ...
+    python -m <package>_tools.bench.jobproc --progress-file F [--built-in-sink] --set option=value ...
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    from ...config import load_config
-    from ...job import spark_session
-    from ...preflight import check_before_spark
-    from ...runner import StopRequested, run
+    from {{ cookiecutter.package_name }}.config import load_config
+    from {{ cookiecutter.package_name }}.job import spark_session
+    from {{ cookiecutter.package_name }}.preflight import check_before_spark
+    from {{ cookiecutter.package_name }}.runner import StopRequested, run
+
     from .spark_kafka import serve
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(message)s")
@@ -55,8 +56,8 @@ def built_in_sink(spark, config):
     """The job's query up to its Kafka records, then Spark's Kafka sink. Spark's sink cannot read
     dead letters back: their references (records without a topic) are dropped, so this
     contender publishes the counts only (the benchmark's input has no malformed records)."""
-    from ... import job
-    from ...output_records import encode
+    from {{ cookiecutter.package_name }} import job
+    from {{ cookiecutter.package_name }}.output_records import encode
 
     changes = job.count_by_key(job.keep_matching(job.parse(job.read_events(spark, config), config), config), config)
     records = encode(changes.frame, config.output_topic, config.dead_letter_topic).where("topic IS NOT NULL")

@@ -20,7 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ...errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+
 from .engine import Log, apt_install
 from .process import KAFKA_VERSION, _resource, cache_root, resolve_jars
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..processes import command_line, descendants, field_kib
 
-PACKAGE = __package__.split(".")[0]  # the job's package: its CLI and environment prefix
+PACKAGE = "{{ cookiecutter.package_name }}"  # the job's package: its CLI and environment prefix
 
 
 def _kind(pid: int) -> str:

@@ -95,7 +95,7 @@ def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_pat
     configured by `--set` only (the environment's `<PACKAGE>_*` options are dropped); its output
     in `log_path`. Spark's scratch space goes under `cwd` (a SIGKILL leaves it behind: in /tmp
     each killed run would keep its copies of the job's jars, 0.1-0.7 GB)."""
-    package = __package__.split(".")[0]
+    package = "{{ cookiecutter.package_name }}"  # the job's package
     command = [*(launcher or [sys.executable, "-m", package]), *arguments]
     for name, value in settings.items():
         command += ["--set", f"{name}={value}"]

@@ -10,8 +10,9 @@ import time
 import uuid
 from pathlib import Path
 
-from ..config import DEFAULT_CONFIG_PATH, load_config
-from ..topics import create_topics
+from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, load_config
+from {{ cookiecutter.package_name }}.topics import create_topics
+
 from .kafka_local import daemon
 from .readback import read_published
 from .sample import configured_sample, produce, spark_filter
@@ -20,8 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
-    from ..job import spark_session
-    from ..runner import run
+    from {{ cookiecutter.package_name }}.job import spark_session
+    from {{ cookiecutter.package_name }}.runner import run
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     overrides = {"checkpoint_location": str(workdir / "checkpoints"), "trigger_interval_seconds": "1"}

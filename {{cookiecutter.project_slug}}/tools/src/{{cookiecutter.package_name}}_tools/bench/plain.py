@@ -8,7 +8,7 @@ The counts are state: at start-up they are rebuilt from the output topic itself 
 end with read_committed), which holds the last committed count of every key, consistent with
 the committed offsets because both were written in the same transactions.
 
-    python -m <package>.devtools.bench.plain --bootstrap B --input T --output O --key-field color ...
+    python -m <package>_tools.bench.plain --bootstrap B --input T --output O --key-field color ...
 """
 
 from __future__ import annotations

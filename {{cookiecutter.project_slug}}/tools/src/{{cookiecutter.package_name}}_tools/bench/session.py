@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...session import KAFKA_CONNECTOR
+from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR
+
 from ..kafka_local import provide_kafka
 from .measure import Profile, Run, add_backlog_run
 from .microbench import commit_microbench

@@ -3,7 +3,7 @@ on the same backlog with `trigger(availableNow)`, Spark's triggerExecution per b
 and written as JSON. The first batch of a query pays its start-up; the steady figure is the
 median of the others, and the summary the median of that over the rounds after the first.
 
-    python -m <package>.devtools.bench.stages --events 400000 --max-per-batch 50000 [--rounds 3] [--out stages.json]
+    python -m <package>_tools.bench.stages --events 400000 --max-per-batch 50000 [--rounds 3] [--out stages.json]
 
 Variants: parse (source + JVM parse + filter, noop sink), count (+ the count: Spark's
 aggregation, dead letters counted per input partition, noop sink), full (+ the exactly-once sink: the job as it
@@ -29,8 +29,8 @@ PHASES = ("queryPlanning", "addBatch", "walCommit", "commitOffsets", "latestOffs
 
 
 def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdir: Path) -> list[dict]:
-    from ... import job
-    from ...config import load_config
+    from {{ cookiecutter.package_name }} import job
+    from {{ cookiecutter.package_name }}.config import load_config
 
     suffix = uuid.uuid4().hex[:8]
     config = load_config(None, {
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := sorted(set(variants) - set(VARIANTS)):
         raise SystemExit(f"stages: unknown variant(s) {unknown}; choose from {', '.join(VARIANTS)}")
 
-    from ...config import JobConfig
+    from {{ cookiecutter.package_name }}.config import JobConfig
+
     from ..kafka_io import create_topics
     from ..kafka_local import provide_kafka
     from ..sample import COLORS, keep_all, make_events, produce

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ...errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+
 from ..processes import free_port
 from . import sasl
 from .process import _new_cluster_id

@@ -39,7 +39,7 @@ def _timed(module: Any, name: str, spent: dict[str, float]):
 def _rows(count: int, batch_id: int, topic: str, shards: int):
     import pyarrow as pa
 
-    from ...sink.batch_records import RECORDS_SCHEMA, SHARD
+    from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
 
     keys = [f"k{i:07d}" for i in range(count)]
     table = pa.Table.from_pydict({
@@ -55,8 +55,8 @@ def _rows(count: int, batch_id: int, topic: str, shards: int):
 def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, workdir: Path) -> dict[str, Any]:
     """Commit `batches` batches of `rows` output rows each; the first batch (producer start-up,
     init_transactions, marker topic) is reported apart."""
-    from ...sink import coordinator, producers, sink_log
-    from ...sink.settings import SinkSettings
+    from {{ cookiecutter.package_name }}.sink import coordinator, producers, sink_log
+    from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 
     suffix = uuid.uuid4().hex[:8]
     output, markers = f"bench-commit-out-{suffix}", f"bench-commit-markers-{suffix}"

@@ -23,7 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ...config import JobConfig
+from {{ cookiecutter.package_name }}.config import JobConfig
+
 from ..kafka_io import create_topics, delete_topics
 from .procs import Contender
 from .profile import progress_profile, read_progress, sink_log_profile

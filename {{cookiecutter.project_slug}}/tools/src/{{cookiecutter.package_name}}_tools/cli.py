@@ -1,0 +1,99 @@
+"""{{ cookiecutter.project_slug }}-tools: the job's development commands (produce-sample, demo, chaos,
+bench, kafka up|down). The job's own commands are `{{ cookiecutter.package_name }} --help`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from {{ cookiecutter.package_name }}.cli import add_config_options, configuration
+from {{ cookiecutter.package_name }}.errors import ConfigError, GaveUp, KafkaUnavailable
+from {{ cookiecutter.package_name }}.logs import report_exit
+
+LOCAL_KAFKA_DIR = Path(".kafka-local")
+
+
+def _produce_sample(args: argparse.Namespace) -> int:
+    from {{ cookiecutter.package_name }}.session import spark_session
+
+    from .sample import configured_sample, produce, spark_filter
+
+    config = configuration(args)
+    spark = spark_session("sample-expected-counts", "local[1]", shuffle_partitions=1)  # evaluates the filter
+    try:
+        sample = configured_sample(config, spark_filter(spark, config.filter, config.schema), args.count, args.seed,
+                                   args.malformed_rate)
+    finally:
+        spark.stop()
+    produce(config.bootstrap_servers, config.input_topic, sample.values, client=config.kafka)
+    print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); expected counts:")
+    print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(Path(args.workdir), args.count, keep_kafka=args.keep_kafka)
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    from .kafka_local import daemon
+
+    if args.action == "up":
+        daemon.up(Path(args.workdir))
+    else:
+        print("kafka: stopped" if daemon.down(Path(args.workdir)) else "kafka: no local broker was running")
+    return 0
+
+
+def _tool(name: str) -> Callable[[argparse.Namespace], int]:
+    """`chaos` and `bench` are imported only when used."""
+    return lambda args: importlib.import_module(f".{name}", __package__).run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="{{ cookiecutter.project_slug }}-tools", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    sample = command("produce-sample", _produce_sample, "write sample events to the input topic")
+    add_config_options(sample)
+    sample.add_argument("--count", type=int, default=10_000)
+    sample.add_argument("--seed", type=int, default=1)
+    sample.add_argument("--malformed-rate", type=float, default=0.01)
+    demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data")
+    demo.add_argument("--count", type=int, default=20_000)
+    demo.add_argument("--workdir", default="demo-run")
+    demo.add_argument("--keep-kafka", action="store_true", help="leave the local broker running afterwards")
+    for name, help_text in (("chaos", "kill the job, its workers and the broker at random; verify the output"),
+                            ("bench", "measure throughput, latency and recovery side by side with alternatives")):
+        sub = command(name, _tool(name), help_text)
+        importlib.import_module(f".{name}", __package__).add_arguments(sub)
+    kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker")
+    kafka.add_argument("action", choices=["up", "down"])
+    kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (ConfigError, KafkaUnavailable) as error:
+        report_exit(str(error))
+        return 2
+    except GaveUp as error:
+        report_exit(str(error))
+        return 1
