@@ -7,9 +7,12 @@ import json
 import os
 import signal
 import subprocess
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
@@ -124,6 +127,25 @@ class JobUnderTest:
         records = read_positions(self.bootstrap_servers, self.input_topic)
         return verify_batches(verdict, published, records, counted_key,
                               checkpoint.batch_ends(self.checkpoint_location, self.input_topic))
+
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.5,
+               alive: subprocess.Popen | None = None, log_path: Path | None = None) -> T:
+    """Poll `condition` until it returns something true, and return that; fail saying `what` was
+    not reached within `timeout`, or at once if the job process `alive` exits meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if result := condition():
+            return result
+        if alive is not None and alive.poll() is not None:
+            log = log_path.read_text()[-3000:] if log_path is not None else ""
+            raise AssertionError(f"the job exited (status {alive.returncode}) before {what}: {log}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} within {timeout:.0f}s" + (f"; log: {log_path}" if log_path else ""))
+        time.sleep(interval)
 
 
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
 from .errors import ConfigError, GaveUp, KafkaUnavailable
-from .logs import report_exit
+from .runtime.logs import report_exit
 
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
 
@@ -36,15 +36,16 @@ def configuration(args: argparse.Namespace) -> JobConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import logs, metrics, savepoint_commands
     from .job import spark_session
-    from .preflight import check_before_spark
-    from .runner import StopRequested, run
+    from .runtime import logs, metrics
+    from .runtime.preflight import check_before_spark
+    from .runtime.runner import StopRequested, run
+    from .savepoints import commands
 
     config = configuration(args)
     logs.configure(config)
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
-    restore = savepoint_commands.restore_plan(config, args.from_savepoint)
+    restore = commands.restore_plan(config, args.from_savepoint)
     if config.metrics_port:
         metrics.serve(config.metrics_port, config.metrics_host)
     stop = StopRequested()
@@ -53,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if restore is not None:
             restore(spark)
-        run(spark, savepoint_commands.effective_config(config), stop, until_idle_batches=args.until_idle)
+        run(spark, commands.effective_config(config), stop, until_idle_batches=args.until_idle)
     finally:
         spark.stop()
     return 0
@@ -62,10 +63,10 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     import json
 
-    from . import savepoint_commands
-    from .status import print_status, problems, report
+    from .runtime.status import print_status, problems, report
+    from .savepoints import commands
 
-    status = report(savepoint_commands.effective_config(configuration(args)))
+    status = report(commands.effective_config(configuration(args)))
     found = problems(status, args.max_batch_age, args.max_lag) if args.check else []
     if args.json:
         print(json.dumps({**status, "healthy": not found, "problems": found} if args.check else status, indent=1))
@@ -77,21 +78,21 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _savepoint(args: argparse.Namespace) -> int:
-    from . import savepoint_commands
+    from .savepoints import commands
 
     if args.action == "create":
         if not args.to:
             raise ConfigError("--to", "savepoint create needs --to PATH (a new local path or s3:// location)")
-        return savepoint_commands.create(configuration(args), args.to, args.timeout)
+        return commands.create(configuration(args), args.to, args.timeout)
     if not args.path:
         raise ConfigError("path", "savepoint inspect needs the savepoint's PATH")
-    return savepoint_commands.inspect(args.path, args.json, args.limit)
+    return commands.inspect(args.path, args.json, args.limit)
 
 
 def _state(args: argparse.Namespace) -> int:
-    from . import savepoint_commands
+    from .savepoints import commands
 
-    return savepoint_commands.show_state(configuration(args), args.json, args.limit)
+    return commands.show_state(configuration(args), args.json, args.limit)
 
 
 def _topics(args: argparse.Namespace) -> int:

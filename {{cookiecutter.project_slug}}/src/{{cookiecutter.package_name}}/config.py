@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from .errors import ConfigError
 from .identifiers import sink_id_problem, topic_collisions, topic_problem, transactional_id_prefix_problem
@@ -19,13 +20,16 @@ from .object_store import S3_SETTINGS
 
 DEFAULT_CONFIG_PATH = Path("job.toml")
 ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
-GUARANTEES = ("exactly-once", "at-least-once")
-RESTART_STRATEGIES = ("none", "fixed-delay", "exponential-backoff", "failure-rate")
+Guarantee = Literal["exactly-once", "at-least-once"]
+RestartStrategyKind = Literal["none", "fixed-delay", "exponential-backoff", "failure-rate"]
+LogFormat = Literal["text", "json"]  # logs.py
+GUARANTEES: tuple[str, ...] = get_args(Guarantee)
+RESTART_STRATEGIES: tuple[str, ...] = get_args(RestartStrategyKind)
 FIELD_TYPES = ("string", "int", "float", "bool")
 # Columns the parse adds beside the event's fields (parsing.parse_records): no field may
 # take one of these names.
 PARSE_COLUMNS = ("is_event", "dead_letter_reason", "topic", "partition", "offset", "raw_value")
-LOG_FORMATS = ("text", "json")  # logs.py
+LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 
 
@@ -53,7 +57,7 @@ class JobConfig:
     filter: str = {{ cookiecutter.filter_expression | tojson }}
     max_record_bytes: int = 65536
 
-    delivery_guarantee: str = "{{ cookiecutter.delivery_guarantee }}"
+    delivery_guarantee: Guarantee = "{{ cookiecutter.delivery_guarantee }}"
     checkpoint_location: str = "{{ cookiecutter.checkpoint_location }}"
     sink_id: str = "{{ cookiecutter.project_slug }}"
     transactional_id_prefix: str = "{{ cookiecutter.transactional_id_prefix }}"
@@ -69,7 +73,7 @@ class JobConfig:
     spark_master: str = "local[2]"
 
     # "json": one JSON object per log line, the job's and Spark's (logs.py); "text": for people.
-    log_format: str = "text"
+    log_format: LogFormat = "text"
     # The Spark UI (its Structured Streaming tab, and Spark's metrics at /metrics/prometheus); 0 = off.
     ui_port: int = 4040
     # The sink's metrics in Prometheus format (metrics.py) at http://<metrics_host>:<metrics_port>/metrics; 0 = off.
@@ -84,7 +88,7 @@ class JobConfig:
     # ends at the latest when the broker aborts it (its transaction.timeout.ms, at most the brokers'
     # transaction.max.timeout.ms: 15 minutes by default).
     foreign_transaction_tolerance_seconds: float = 1200.0
-    restart_strategy: str = "fixed-delay"
+    restart_strategy: RestartStrategyKind = "fixed-delay"
     restart_attempts: int = 3
     restart_delay_seconds: float = 5.0
     restart_max_delay_seconds: float = 60.0
@@ -210,8 +214,16 @@ def masked(config: JobConfig) -> dict[str, Any]:
 
 def validated(config: JobConfig) -> JobConfig:
     """Checks that need no broker and no Spark; `preflight` does the others at start-up."""
-    # The names Kafka, the checkpoint and the metrics take: the template's hook checks its answers
-    # with these same rules.
+    for check in (_check_names, _check_choices, _check_schema, _check_numbers, _check_required_text,
+                  _check_client_settings):
+        check(config)
+    starting_offsets(config)
+    return config
+
+
+def _check_names(config: JobConfig) -> None:
+    """The names Kafka, the checkpoint and the metrics take: the template's hook checks its
+    answers with these same rules (identifiers.py)."""
     rules = {**dict.fromkeys(TOPIC_OPTIONS, topic_problem), "sink_id": sink_id_problem,
              "transactional_id_prefix": transactional_id_prefix_problem}
     for option, rule in rules.items():
@@ -220,14 +232,16 @@ def validated(config: JobConfig) -> JobConfig:
     topics = {option: getattr(config, option) for option in TOPIC_OPTIONS}
     for option, problem in topic_collisions(topics).items():  # the first collision
         raise ConfigError(option, f"{topics[option]!r}: {problem}")
-    if config.delivery_guarantee not in GUARANTEES:
-        raise ConfigError("delivery_guarantee", f"{config.delivery_guarantee!r} is not one of {', '.join(GUARANTEES)}")
-    if config.log_format not in LOG_FORMATS:
-        raise ConfigError("log_format", f"{config.log_format!r} is not one of {', '.join(LOG_FORMATS)}")
-    if config.restart_strategy not in RESTART_STRATEGIES:
-        raise ConfigError(
-            "restart_strategy", f"{config.restart_strategy!r} is not one of {', '.join(RESTART_STRATEGIES)}"
-        )
+
+
+def _check_choices(config: JobConfig) -> None:
+    for option, allowed in (("delivery_guarantee", GUARANTEES), ("log_format", LOG_FORMATS),
+                            ("restart_strategy", RESTART_STRATEGIES)):
+        if getattr(config, option) not in allowed:
+            raise ConfigError(option, f"{getattr(config, option)!r} is not one of {', '.join(allowed)}")
+
+
+def _check_schema(config: JobConfig) -> None:
     for field_name, field_type in config.schema.items():
         if "'" in field_name and '"' in field_name:
             raise ConfigError("schema", f"field {field_name!r}: a name may hold ' or \" but not both")
@@ -238,14 +252,24 @@ def validated(config: JobConfig) -> JobConfig:
             raise ConfigError("schema", f"field {field_name!r} has type {field_type!r}; use one of {FIELD_TYPES}")
     if config.key_field not in config.schema:
         raise ConfigError("key_field", f"{config.key_field!r} is not a field of the schema {sorted(config.schema)}")
-    positive = ("trigger_interval_seconds", "max_offsets_per_trigger", "max_record_bytes", "commit_shards",
-                "shuffle_partitions", "commit_timeout_seconds")
-    for option in positive:
+
+
+POSITIVE_OPTIONS = ("trigger_interval_seconds", "max_offsets_per_trigger", "max_record_bytes", "commit_shards",
+                    "shuffle_partitions", "commit_timeout_seconds")
+NON_NEGATIVE_OPTIONS = ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
+                        "marker_min_insync_replicas", "kafka_outage_tolerance_seconds",
+                        "foreign_transaction_tolerance_seconds", "restart_max_delay_seconds",
+                        "failure_rate_interval_seconds")
+
+
+def _check_numbers(config: JobConfig) -> None:
+    for option in (*POSITIVE_OPTIONS, *NON_NEGATIVE_OPTIONS):
+        if not math.isfinite(getattr(config, option)):  # NaN passes every comparison below
+            raise ConfigError(option, f"must be a finite number, got {getattr(config, option)}")
+    for option in POSITIVE_OPTIONS:
         if getattr(config, option) <= 0:
             raise ConfigError(option, f"must be positive, got {getattr(config, option)}")
-    for option in ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
-                   "marker_min_insync_replicas", "kafka_outage_tolerance_seconds",
-                   "foreign_transaction_tolerance_seconds"):
+    for option in NON_NEGATIVE_OPTIONS:
         if getattr(config, option) < 0:
             raise ConfigError(option, f"must not be negative, got {getattr(config, option)}")
     for option in ("ui_port", "metrics_port"):
@@ -253,13 +277,16 @@ def validated(config: JobConfig) -> JobConfig:
             raise ConfigError(option, f"must be a TCP port (1-65535), or 0 for off; got {getattr(config, option)}")
     if config.ui_port and config.ui_port == config.metrics_port:
         raise ConfigError("metrics_port", f"the Spark UI already uses port {config.ui_port} (ui_port)")
-    if not config.bootstrap_servers.strip():
-        raise ConfigError("bootstrap_servers", "must not be empty")
-    if not config.checkpoint_location.strip():
-        raise ConfigError("checkpoint_location", "must not be empty")
-    if not config.filter.strip():
-        raise ConfigError("filter", "must not be empty; use 'true' to count every event")
-    starting_offsets(config)
+
+
+def _check_required_text(config: JobConfig) -> None:
+    for option, hint in (("bootstrap_servers", ""), ("checkpoint_location", ""),
+                         ("filter", "; use 'true' to count every event")):
+        if not getattr(config, option).strip():
+            raise ConfigError(option, f"must not be empty{hint}")
+
+
+def _check_client_settings(config: JobConfig) -> None:
     for name in config.kafka:
         if name in JOB_OWNED_CLIENT_SETTINGS:
             raise ConfigError(f"kafka.{name}", JOB_OWNED_CLIENT_SETTINGS[name])
@@ -275,7 +302,6 @@ def validated(config: JobConfig) -> JobConfig:
         java_client_options(config.kafka)
     except ValueError as error:
         raise ConfigError("kafka.sasl.mechanism", str(error)) from None
-    return config
 
 
 # Client settings the job sets itself, because the guarantee depends on them.

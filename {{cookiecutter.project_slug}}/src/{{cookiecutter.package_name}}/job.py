@@ -18,12 +18,12 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from . import object_store, savepoints
 from .config import JobConfig
-from .counting import Changes, columns_read, count_changes
-from .dead_letter_reads import dead_letter_reader
 from .kafka_client import FETCH_MAX_WAIT_MS, java_client_options
-from .output_records import encode, for_batch
-from .parsing import IS_EVENT, EventSchema, parse_records
-from .plan_barriers import where_in_place
+from .pipeline.counting import Changes, columns_read, count_changes
+from .pipeline.dead_letter_readback import dead_letter_reader
+from .pipeline.output_records import encode, for_batch
+from .pipeline.parsing import IS_EVENT, EventSchema, parse_records
+from .pipeline.unpushed_filter import where_in_place
 from .session import checkpoint_conf
 from .session import spark_session as new_session
 from .sink import KafkaSink
@@ -69,7 +69,7 @@ def parse(records: DataFrame, config: JobConfig) -> DataFrame:
 
 def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
     """Apply the filter to events; dead letters always pass, to reach their topic. In place:
-    pushed down, the filter would parse every record again (plan_barriers.py). Only the columns
+    pushed down, the filter would parse every record again (pipeline/unpushed_filter.py). Only the columns
     the count reads cross that barrier (Spark cannot prune what a generator carries)."""
     carried = events.select(*(f"`{name}`" for name in columns_read(events.columns, config.state_ttl_seconds)))
     return where_in_place(carried, ~F.col(IS_EVENT) | F.expr(config.filter))

@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # `config` imports this module, and must not import the Kafka
 
 # A source task whose range ends at a transaction marker (every batch that catches up with a
 # transactional producer) waits this long for records that never come: the Java client's 500 ms
-# default cost 2 s per batch with 8 partitions on 2 cores (measured). Tasks read known ranges, so
-# a short wait costs nothing else.
+# default adds up to seconds per batch over many partitions. Tasks read known ranges, so a short
+# wait costs nothing else.
 FETCH_MAX_WAIT_MS = 20  # for Spark's Kafka reader: the stream and the dead letters' read-back
 
 # librdkafka settings the Java client spells differently or does not have.

@@ -15,8 +15,8 @@ from .storage import resolve_location
 
 SCALA_VERSION = "2.13"
 # The connector is pinned to the PySpark version: the two are one release of Spark. PySpark is
-# 4.2.0 because spark-sql-kafka-0-10 4.2.0 is the newest that resolves from Maven Central here
-# (4.3.0 and 4.2.1 are not served); tests/unit/test_session.py checks that the two agree.
+# 4.2.0, the newest release of spark-sql-kafka-0-10 that the package repository resolves;
+# tests/unit/test_session.py checks that the two agree.
 SPARK_VERSION = "4.2.0"
 KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -27,8 +27,8 @@ LOG4J2_JSON_LAYOUT = CONF_DIR / "log4j2-json.properties"  # log_format = "json":
 ARROW_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024
 # A checkpoint on the local disk through Spark's FileSystem-based checkpoint manager. Without
 # Hadoop's native library (pip's PySpark has none), the default FileContext-based one forks
-# `chmod` and `readlink` ten times per file it writes (its atomic rename stats the link): ~35 ms
-# per offset, commit and state changelog file, ~100 ms a batch. The FileSystem API renames with
+# `chmod` and `readlink` ten times per file it writes (its atomic rename stats the link), for
+# every offset, commit and state changelog file of every batch. The FileSystem API renames with
 # one rename(2), which is atomic on a local disk, and forks `chmod` twice (the file, its .crc).
 # Hadoop's raw local filesystem would save those too, but RocksDB's snapshot upload needs the
 # checksummed one (FileSystem.getLocal casts to it).
@@ -38,8 +38,8 @@ LOCAL_CHECKPOINT_CONF = {
 }
 
 # The progress reports a query keeps. The runner reads them all when several batches ended
-# between two of its polls (progress_reports.py), ~0.7 ms each; Spark's 100 would cost ~70 ms
-# of the driver's time a second under a backlog. 20 cover batches down to 50 ms.
+# between two of its polls (progress_reports.py), and each costs the driver a conversion: Spark's
+# 100 would cost it a noticeable share of its time under a backlog. 20 cover batches down to 50 ms.
 PROGRESS_REPORTS_CONF = {"spark.sql.streaming.numRecentProgressUpdates": "20"}
 
 

@@ -20,7 +20,7 @@ from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_positions
 from {{ cookiecutter.package_name }}_tools.sample import SampleInput, as_key
 from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify
-from harness import CONFIG, EXACTLY_ONCE, SECRET_VARIABLE, merged, on_s3, produce_sample, stop
+from harness import CONFIG, EXACTLY_ONCE, SECRET_VARIABLE, merged, on_s3, produce_sample, stop, wait_until
 
 from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.savepoints import read_manifest
@@ -82,11 +82,8 @@ def cli(job, arguments: list[str], settings: dict[str, str], name: str, env: dic
 
 
 def wait_for(job, wanted: dict[str, int], process: subprocess.Popen, log_path: Path, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while job.published().final_counts() != wanted:
-        assert process.poll() is None, f"the job exited: {log_path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"not all published in {timeout}s: {log_path}"
-        time.sleep(1)
+    wait_until(lambda: job.published().final_counts() == wanted, timeout, "all published", interval=1,
+               alive=process, log_path=log_path)
 
 
 def run_changed_job_from_a_savepoint(job, crash_create: bool = False, crash_first_batch: str | None = None,
@@ -127,7 +124,10 @@ def run_changed_job_from_a_savepoint(job, crash_create: bool = False, crash_firs
             assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:]
         log_after = job.workdir / "after.log"
         new_job = start_job(resume, after, job.workdir, log_after)
-        time.sleep(5)
+        # Events keep arriving once the resumed job runs, not only while it starts.
+        wait_until(lambda: " started (" in log_after.read_text(), 240, "the resumed query started",
+                   alive=new_job, log_path=log_after)
+        time.sleep(2)
         samples = [first, *stream.stop()]
         wanted = expected_counts(job, samples, manifest.source_offsets[job.input_topic])
         wait_for(job, wanted, new_job, log_after)

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 import uuid
 
 import pytest
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
-from harness import EXACTLY_ONCE, merged, produce_sample, stop
+from harness import EXACTLY_ONCE, merged, produce_sample, stop, wait_until
 
 from {{ cookiecutter.package_name }}.sink.marker import ensure_marker_topic
 
@@ -50,26 +49,22 @@ def run_in_background(job, name: str, **options: str):
 
 def abort_once_waited(foreign: Producer, process, log_path, seconds: float, timeout: float = 300) -> list[str]:
     """Abort the foreign transaction once the job says it has waited `seconds` for it; its lines."""
-    deadline = time.monotonic() + timeout
-    while True:
-        assert process.poll() is None, f"the job exited instead of waiting: {log_path.read_text()[-3000:]}"
+    def waited() -> list[str]:
         lines = [line for line in log_path.read_text().splitlines() if WAITING.search(line)]
-        if lines and int(WAITING.search(lines[-1]).group(1)) >= seconds:
-            foreign.abort_transaction(30)
-            return lines
-        assert time.monotonic() < deadline, f"the job never said it waits; log: {log_path}"
-        time.sleep(0.5)
+        return lines if lines and int(WAITING.search(lines[-1]).group(1)) >= seconds else []
+
+    lines = wait_until(waited, timeout, f"a wait of {seconds:.0f}s for the foreign transaction", alive=process,
+                       log_path=log_path)
+    foreign.abort_transaction(30)
+    return lines
 
 
 def wait_until_published(job, expected: dict[str, int], malformed: int, process, log_path, timeout: float = 240):
-    deadline = time.monotonic() + timeout
-    while True:
-        assert process.poll() is None, f"the job exited: {log_path.read_text()[-3000:]}"
+    def all_published() -> bool:
         published = job.published()
-        if published.final_counts() == expected and len(published.dead_letters) == malformed:
-            return
-        assert time.monotonic() < deadline, f"not all published in time; log: {log_path}"
-        time.sleep(1)
+        return published.final_counts() == expected and len(published.dead_letters) == malformed
+
+    wait_until(all_published, timeout, "all published", interval=1, alive=process, log_path=log_path)
 
 
 def test_an_older_checkpoint_copy_is_refused_even_behind_a_foreign_transaction_and_nothing_is_skipped(job, tmp_path):

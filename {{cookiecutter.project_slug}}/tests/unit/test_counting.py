@@ -7,10 +7,10 @@ import json
 
 from pyspark.sql import functions as F
 
-from {{ cookiecutter.package_name }}.changes import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
-from {{ cookiecutter.package_name }}.counting import count_changes
-from {{ cookiecutter.package_name }}.output_records import encode, for_batch
-from {{ cookiecutter.package_name }}.parsing import EventSchema, parse_records
+from {{ cookiecutter.package_name }}.pipeline.changes import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
+from {{ cookiecutter.package_name }}.pipeline.counting import count_changes
+from {{ cookiecutter.package_name }}.pipeline.output_records import encode, for_batch
+from {{ cookiecutter.package_name }}.pipeline.parsing import EventSchema, parse_records
 
 SCHEMA = EventSchema(fields={"color": "string"}, key_field="color", max_record_bytes=1000)
 RECORDS_DDL = "topic STRING, partition INT, offset BIGINT, value BINARY"
@@ -65,8 +65,8 @@ def test_output_records_are_final_kafka_bytes(spark):
 def test_read_back_dead_letters_are_final_kafka_bytes(spark, tmp_path):
     """What the sink publishes for a reference: the dead letters of the batch's range, parsed by
     the same expressions as the stream, keyed by their coordinates, with the batch id."""
-    from {{ cookiecutter.package_name }}.dead_letter_reads import dead_letters
-    from {{ cookiecutter.package_name }}.parsing import SOURCE_COLUMNS
+    from {{ cookiecutter.package_name }}.pipeline.dead_letter_readback import dead_letters
+    from {{ cookiecutter.package_name }}.pipeline.parsing import SOURCE_COLUMNS
 
     records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(VALUES)], RECORDS_DDL)
     dead = {bytes(r["key"]): json.loads(bytes(r["value"]))

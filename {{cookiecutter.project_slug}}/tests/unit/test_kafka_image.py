@@ -45,10 +45,17 @@ def test_entrypoint_escapes_and_skips_like_apache_kafka():
     assert properties == {"some_name-x": "a=b", "log.dirs": "/var/lib/kafka/data"}
 
 
-def test_local_image_tag_carries_version_and_recipe_hash():
+def test_local_image_tag_carries_version_and_recipe_hash(monkeypatch):
     tag = image.local_image()
     assert tag == f"{image.LOCAL_REPOSITORY}:{image.KAFKA_VERSION}-{image.recipe_hash()}"
-    assert image.recipe_hash() == image.recipe_hash()
+    # Any change to a recipe file, or to the Kafka version, gives a new tag (an image rebuilt, not reused).
+    real = image._recipe_file
+    for name in image.RECIPE:
+        monkeypatch.setattr(image, "_recipe_file", lambda n, changed=name: real(n) + (b" " if n == changed else b""))
+        assert image.local_image() != tag, f"a change to {name} kept the tag"
+    monkeypatch.setattr(image, "_recipe_file", real)
+    monkeypatch.setattr(image, "KAFKA_VERSION", "0.0.0")
+    assert image.recipe_hash() != tag.rsplit("-", 1)[1]
 
 
 def test_unreachable_registry_is_detected_fast():

@@ -15,7 +15,7 @@ import {{ cookiecutter.package_name }}
 
 PACKAGE_DIR = Path({{ cookiecutter.package_name }}.__file__).parent
 # What the sink must not know: the query and its aggregation (it stages and produces bytes).
-PIPELINE_MODULES = ("job", "parsing", "counting", "ttl_counting", "dead_letters", "output_records")
+PIPELINE_MODULES = ("job", "pipeline")  # the query and its steps
 # Commands that only read the configuration or the checkpoint: they must start fast.
 LIGHT_COMMANDS = ("config",)
 

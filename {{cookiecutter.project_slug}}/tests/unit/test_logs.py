@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import logging
 
-from {{ cookiecutter.package_name }} import metrics
 from {{ cookiecutter.package_name }}.config import load_config
-from {{ cookiecutter.package_name }}.logs import JsonFormatter, TextFormatter, event, secret_values
-from {{ cookiecutter.package_name }}.runner import batch_event, lag_per_partition
+from {{ cookiecutter.package_name }}.runtime import metrics
+from {{ cookiecutter.package_name }}.runtime.logs import JsonFormatter, TextFormatter, event, secret_values
+from {{ cookiecutter.package_name }}.runtime.runner import batch_event, lag_per_partition
 
 
 def record(message: str, extra: dict | None = None) -> logging.LogRecord:

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from {{ cookiecutter.package_name }} import outage
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.errors import KafkaUnreachable
+from {{ cookiecutter.package_name }}.runtime import outage
 
 
 class Clock:

@@ -10,13 +10,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from {{ cookiecutter.package_name }}.config import PARSE_COLUMNS
-from {{ cookiecutter.package_name }}.dead_letters import (
+from {{ cookiecutter.package_name }}.pipeline.dead_letters import (
     DEAD_LETTER_KEY,
     DEAD_LETTER_VALUE,
     MAX_DEAD_LETTER_VALUE_BYTES,
     with_dead_letter_record,
 )
-from {{ cookiecutter.package_name }}.parsing import IS_EVENT, REASON, EventSchema, parse_records
+from {{ cookiecutter.package_name }}.pipeline.parsing import IS_EVENT, REASON, EventSchema, parse_records
 
 SCHEMA = EventSchema(fields={"color": "string", "size": "int", "weight": "float", "fresh": "bool"},
                      key_field="color", max_record_bytes=65536)

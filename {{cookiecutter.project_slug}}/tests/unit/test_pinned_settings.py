@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from {{ cookiecutter.package_name }}.sink.pinned import FILE, PinnedSettingChanged, PinnedSettings, check_and_pin
+from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettingChanged, PinnedSettings, check_and_pin
 
 SETTINGS = PinnedSettings(sink_id="s", marker_topic="m", transactional_id_prefix="p", commit_shards=2)
 

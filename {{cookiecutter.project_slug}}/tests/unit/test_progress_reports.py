@@ -8,7 +8,7 @@ import logging
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from {{ cookiecutter.package_name }}.progress_reports import ProgressReports
+from {{ cookiecutter.package_name }}.runtime.progress_reports import ProgressReports
 
 
 class ReportingQuery:
@@ -124,9 +124,9 @@ class EndedQuery(ReportingQuery):
 def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failure, caplog):
     import threading
 
-    from {{ cookiecutter.package_name }} import runner
     from {{ cookiecutter.package_name }}.config import load_config
-    from {{ cookiecutter.package_name }}.outage import OutageTolerance
+    from {{ cookiecutter.package_name }}.runtime import runner
+    from {{ cookiecutter.package_name }}.runtime.outage import OutageTolerance
 
     config = load_config(None, {"sink_id": "reports-unit"}, environ={})
     query = EndedQuery(failure)

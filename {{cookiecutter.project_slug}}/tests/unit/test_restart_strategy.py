@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.runner import GaveUp, RestartStrategy
+from {{ cookiecutter.package_name }}.runtime.runner import GaveUp, RestartStrategy
 
 
 def strategy(kind: str, attempts: int = 2) -> RestartStrategy:
@@ -40,7 +40,7 @@ def test_a_fenced_sink_is_told_apart_from_other_failures():
     """The sink's ProducerFenced reaches the runner as text inside Spark's exception."""
     from pyspark.errors import StreamingQueryException
 
-    from {{ cookiecutter.package_name }}.runner import is_fenced
+    from {{ cookiecutter.package_name }}.runtime.runner import is_fenced
 
     fenced = StreamingQueryException(message=(
         "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink.\n"

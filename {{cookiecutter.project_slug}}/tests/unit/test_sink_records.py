@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from {{ cookiecutter.package_name }} import preflight
 from {{ cookiecutter.package_name }}.config import ConfigError, load_config
-from {{ cookiecutter.package_name }}.driver_presence import Heartbeat
 from {{ cookiecutter.package_name }}.errors import GaveUp
+from {{ cookiecutter.package_name }}.runtime import preflight
+from {{ cookiecutter.package_name }}.runtime.heartbeat import Heartbeat
 from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat
 from {{ cookiecutter.package_name }}.sink.marker import marker_key, marker_value, parse_marker, shard_of
-from {{ cookiecutter.package_name }}.sink.pinned import FILE, PinnedSettings, check_and_pin, read_pinned
+from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettings, check_and_pin, read_pinned
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, InvalidTransition, LogEntry, SinkLog
 
 
@@ -76,14 +76,14 @@ def test_a_marker_key_is_a_sinks_only_when_it_is_exactly_its_id_and_a_shard():
 
 def test_the_heartbeat_survives_any_error_and_stops_the_job_when_it_cannot_write_for_too_long(tmp_path, monkeypatch,
                                                                                               caplog):
-    from {{ cookiecutter.package_name }} import driver_presence
+    from {{ cookiecutter.package_name }}.runtime import heartbeat
 
     failures = iter([KeyError("x"), RuntimeError("storage said no")])
 
     def flaky(fs, path, data):  # a KeyError, then failing for good
         raise next(failures, RuntimeError("storage said no"))
 
-    monkeypatch.setattr(driver_presence, "write_atomic", flaky)
+    monkeypatch.setattr(heartbeat, "write_atomic", flaky)
     lost = threading.Event()
     reasons: list[str] = []
     beat = Heartbeat(str(tmp_path), on_stop=lambda _reason: None,
@@ -99,9 +99,9 @@ def test_the_heartbeat_survives_any_error_and_stops_the_job_when_it_cannot_write
 
 
 def test_a_heartbeat_that_recovers_in_time_stops_nothing(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }} import driver_presence
+    from {{ cookiecutter.package_name }}.runtime import heartbeat
 
-    real = driver_presence.write_atomic
+    real = heartbeat.write_atomic
     calls = {"n": 0}
 
     def once_broken(fs, path, data):
@@ -110,12 +110,12 @@ def test_a_heartbeat_that_recovers_in_time_stops_nothing(tmp_path, monkeypatch):
             raise TypeError("a bug for a moment")
         real(fs, path, data)
 
-    monkeypatch.setattr(driver_presence, "write_atomic", once_broken)
+    monkeypatch.setattr(heartbeat, "write_atomic", once_broken)
     lost: list[str] = []
     beat = Heartbeat(str(tmp_path), on_stop=lambda _reason: None, on_lost=lost.append, interval=0.05, stop_after=1.0)
     beat.start()
     time.sleep(0.5)
-    assert driver_presence.running_driver(str(tmp_path)) is not None and lost == []
+    assert heartbeat.running_driver(str(tmp_path)) is not None and lost == []
     beat.stop()
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from {{ cookiecutter.package_name }}.runner import state_layout_refused
+from {{ cookiecutter.package_name }}.runtime.runner import state_layout_refused
 
 
 def _run_count(spark, source, checkpoint, *keys: str) -> None:

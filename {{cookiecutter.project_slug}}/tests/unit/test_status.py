@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.status import problems
+from {{ cookiecutter.package_name }}.runtime.status import problems
 
 
 def status(age: float | None, lag: int | None) -> dict:

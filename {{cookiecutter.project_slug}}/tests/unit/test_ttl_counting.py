@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from {{ cookiecutter.package_name }}.changes import KIND_COUNT, KIND_DEAD_LETTER
-from {{ cookiecutter.package_name }}.ttl_counting import CountProcessor
+from {{ cookiecutter.package_name }}.pipeline.changes import KIND_COUNT, KIND_DEAD_LETTER
+from {{ cookiecutter.package_name }}.pipeline.ttl_counting import CountProcessor
 
 
 class FakeValueState:

@@ -16,7 +16,7 @@ Each shard's records come with an order-independent digest (a sum of per-record 
 a re-run of the batch can be compared with its first attempt (coordinator.py).
 
 Records without a topic are *references*: not published, but handed to the job, which turns them
-into more records of the same batch (its dead letters, read back; dead_letter_reads.py)."""
+into more records of the same batch (its dead letters, read back; dead_letter_readback.py)."""
 
 from __future__ import annotations
 

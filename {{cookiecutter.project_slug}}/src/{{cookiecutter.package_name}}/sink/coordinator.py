@@ -38,9 +38,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from .. import metrics
 from ..checkpoint import batch_offsets
-from ..logs import event
+from ..runtime import metrics
+from ..runtime.logs import event
 from . import faults, producers
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
 from .marker import marker_key, marker_value, offsets_digest

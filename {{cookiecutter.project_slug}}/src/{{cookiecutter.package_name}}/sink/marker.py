@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from .. import metrics
 from ..kafka_client import librdkafka_config
-from ..logs import event
+from ..runtime import metrics
+from ..runtime.logs import event
 from .formats import check_format
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str,
 def _partition_count(admin: AdminClient, topic: str, timeout: float = 30.0) -> int:
     """The topic's partitions, once the broker's metadata shows them: just after a topic is
     created, its metadata may still list none (a Kafka topic always has at least one), and
-    reading that as "0 partitions" refused a fresh marker topic at start-up (seen here)."""
+    reading that as "0 partitions" would refuse a fresh marker topic at start-up."""
     deadline = time.monotonic() + timeout
     while True:
         described = admin.list_topics(topic, timeout=timeout).topics.get(topic)
@@ -172,17 +172,8 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
     markers: dict[int, Marker] = {}
     deadline = time.monotonic() + timeout
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        # A topic created a moment ago may have no leader yet: wait for it, do not read "no markers".
-        while metadata is not None and metadata.error is not None and metadata.error.retriable() \
-                and time.monotonic() < deadline:
-            time.sleep(0.2)
-            metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if metadata is None or (metadata.error is not None
-                                and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        if not _topic_exists(consumer, topic, timeout, deadline):
             return markers  # no marker topic yet: nothing was ever published
-        if metadata.error is not None:  # anything else would be taken for "nothing published"
-            raise KafkaException(metadata.error)
         partition = TopicPartition(topic, 0, 0)
         low, high = snapshot.get_watermark_offsets(partition, timeout=timeout, cached=False)
         if high <= low:
@@ -219,6 +210,20 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
     finally:
         consumer.close()
         snapshot.close()
+
+
+def _topic_exists(consumer: Consumer, topic: str, timeout: float, deadline: float) -> bool:
+    metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    # A topic created a moment ago may have no leader yet: wait for it, do not read "no markers".
+    while metadata is not None and metadata.error is not None and metadata.error.retriable() \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    if metadata is None or (metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return False
+    if metadata.error is not None:  # anything else would be taken for "nothing published"
+        raise KafkaException(metadata.error)
+    return True
 
 
 def _wait_for_stable_offset(consumer: Consumer, partition: TopicPartition, target: int, deadline: float) -> int:

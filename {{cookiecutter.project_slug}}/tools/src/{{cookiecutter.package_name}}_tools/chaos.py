@@ -491,6 +491,35 @@ class Chaos:
         state = "busy" if busy else "idle"
         return f"pid {victim}, {state}: {description[-50:]}"
 
+    def disrupt(self, kind: str, process: subprocess.Popen, patient: bool) -> str | None:
+        """One disruption inside a run: its victim, or None when it must be tried again later."""
+        if kind == WORKER and self.cluster is not None:
+            return self.kill_spark_worker()
+        if kind == S3:
+            self.restart_s3()
+            return "s3"
+        if kind == WORKER:
+            victim = self.kill_worker(process, patient=patient)
+            if victim:
+                self.tally.worker_kills += 1
+                self.say(f"run {self.tally.runs}: SIGKILL of a Python worker alone: {victim}")
+            elif not patient:  # e.g. exactly-once without a TTL: the whole pipeline is in the JVM
+                victim = "none"
+                self.say(f"run {self.tally.runs}: no Python worker to kill: this job runs none")
+            return victim
+        self.restart_broker()
+        return "broker"
+
+    def stop_drained(self, process: subprocess.Popen, below: dict[int, tuple[int, int]]) -> None:
+        """The input is drained: SIGTERM to the driver, which stops at a batch boundary."""
+        self.say(f"run {self.tally.runs}: input drained; SIGTERM (stops at a batch boundary)")
+        os.kill(self.python_driver(process), signal.SIGTERM)  # not the JVM: it must outlive the stop
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.say(f"run {self.tally.runs}: did not stop within 120s after SIGTERM: SIGKILL")
+            self.kill_driver(process, below)
+
     def execute(self, plan: RunPlan, producer: InputProducer) -> RunPlan | None:
         """Run the job once as planned; return what remains to be done (a fault that did not
         fire, disruptions that did not happen), if anything."""
@@ -522,23 +551,7 @@ class Chaos:
             if pending and due is None and done_here > disrupted:
                 due = now + pending[0][1]
             if pending and due is not None and now >= due:
-                if pending[0][0] == WORKER and self.cluster is not None:
-                    victim = self.kill_spark_worker()
-                elif pending[0][0] == S3:
-                    victim = "s3"
-                    self.restart_s3()
-                elif pending[0][0] == WORKER:
-                    patient = now < due + 15
-                    victim = self.kill_worker(process, patient=patient)
-                    if victim:
-                        self.tally.worker_kills += 1
-                        self.say(f"run {self.tally.runs}: SIGKILL of a Python worker alone: {victim}")
-                    elif not patient:  # e.g. exactly-once without a TTL: the whole pipeline is in the JVM
-                        victim = "none"
-                        self.say(f"run {self.tally.runs}: no Python worker to kill: this job runs none")
-                else:
-                    victim = "broker"
-                    self.restart_broker()
+                victim = self.disrupt(pending[0][0], process, patient=now < due + 15)
                 if victim:
                     pending.popleft()
                     disrupted += 1
@@ -558,14 +571,8 @@ class Chaos:
                         self.say(f"run {self.tally.runs}: input drained before {len(pending)} disruption(s): "
                                  "dropped")
                         pending.clear()
-                    self.say(f"run {self.tally.runs}: input drained; SIGTERM (stops at a batch boundary)")
                     stopped_by_us = True
-                    os.kill(self.python_driver(process), signal.SIGTERM)  # not the JVM: it must outlive the stop
-                    try:
-                        process.wait(120)
-                    except subprocess.TimeoutExpired:
-                        self.say(f"run {self.tally.runs}: did not stop within 120s after SIGTERM: SIGKILL")
-                        self.kill_driver(process, below)
+                    self.stop_drained(process, below)
                     break
                 if now - drained_at > 20:
                     self.say(f"run {self.tally.runs}: the input is drained and nothing fired: SIGKILL")
@@ -580,12 +587,22 @@ class Chaos:
             time.sleep(0.25)
         # Whatever ended the run, none of its processes may survive it.
         self.kill_driver(process, below)
-        code = process.returncode
         fired = self.fired()[fired_before:]
+        self.account(plan, process.returncode, log_path, fired, killed_by_us, stopped_by_us,
+                     f"{time.monotonic() - started:.1f}s, {max(0, self.last_committed() - before)} batches committed")
+        self.report_progress(force=True)
+        if plan.end in faults.POINTS and not fired:
+            return RunPlan(plan.end, fault_ahead=1, disruptions=list(pending), attempt=plan.attempt + 1)
+        if pending:
+            return RunPlan(None, disruptions=list(pending))
+        return None
+
+    def account(self, plan: RunPlan, code: int | None, log_path: Path, fired: list[str], killed_by_us: bool,
+                stopped_by_us: bool, ran: str) -> None:
+        """How a run ended, in the tally and in one line."""
         job_log = log_path.read_text(errors="replace")
         restarts = job_log.count("restarting the query") + job_log.count("the query starts again from its checkpoint")
         self.tally.query_restarts += restarts
-        ran = f"{time.monotonic() - started:.1f}s, {max(0, self.last_committed() - before)} batches committed"
         ran += f", {restarts} in-process query restart(s)" if restarts else ""
         if fired:
             self.tally.kills += 1
@@ -600,14 +617,8 @@ class Chaos:
             self.finished = True
         else:
             self.tally.unexpected_exits += 1
-            tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])[-400:]
+            tail = " | ".join(job_log.strip().splitlines()[-3:])[-400:]
             self.say(f"run {self.tally.runs}: the job exited by itself with code {code} ({ran}): {tail}")
-        self.report_progress(force=True)
-        if plan.end in faults.POINTS and not fired:
-            return RunPlan(plan.end, fault_ahead=1, disruptions=list(pending), attempt=plan.attempt + 1)
-        if pending:
-            return RunPlan(None, disruptions=list(pending))
-        return None
 
     def python_driver(self, process: subprocess.Popen) -> int:
         """The process that stops the job cleanly on SIGTERM: the job's Python driver. Under

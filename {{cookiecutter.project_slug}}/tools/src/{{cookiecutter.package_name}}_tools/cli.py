@@ -13,7 +13,7 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }}.cli import add_config_options, configuration
 from {{ cookiecutter.package_name }}.errors import ConfigError, GaveUp, KafkaUnavailable
-from {{ cookiecutter.package_name }}.logs import report_exit
+from {{ cookiecutter.package_name }}.runtime.logs import report_exit
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
     from {{ cookiecutter.package_name }}.job import spark_session
-    from {{ cookiecutter.package_name }}.runner import run
+    from {{ cookiecutter.package_name }}.runtime.runner import run
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     overrides = {"checkpoint_location": str(workdir / "checkpoints"), "trigger_interval_seconds": "1"}

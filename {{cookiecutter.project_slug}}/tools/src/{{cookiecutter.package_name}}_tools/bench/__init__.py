@@ -52,6 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise SystemExit("bench: --rounds must be at least 1")
-    from .session import run_bench
+    from .benchmark_run import run_bench
 
     return run_bench(args)

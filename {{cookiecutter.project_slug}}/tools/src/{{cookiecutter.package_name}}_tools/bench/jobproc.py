@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from {{ cookiecutter.package_name }}.config import load_config
     from {{ cookiecutter.package_name }}.job import spark_session
-    from {{ cookiecutter.package_name }}.preflight import check_before_spark
-    from {{ cookiecutter.package_name }}.runner import StopRequested, run
+    from {{ cookiecutter.package_name }}.runtime.preflight import check_before_spark
+    from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, run
 
     from .spark_kafka import serve
 
@@ -57,7 +57,7 @@ def built_in_sink(spark, config):
     dead letters back: their references (records without a topic) are dropped, so this
     contender publishes the counts only (the benchmark's input has no malformed records)."""
     from {{ cookiecutter.package_name }} import job
-    from {{ cookiecutter.package_name }}.output_records import encode
+    from {{ cookiecutter.package_name }}.pipeline.output_records import encode
 
     changes = job.count_by_key(job.keep_matching(job.parse(job.read_events(spark, config), config), config), config)
     records = encode(changes.frame, config.output_topic, config.dead_letter_topic).where("topic IS NOT NULL")

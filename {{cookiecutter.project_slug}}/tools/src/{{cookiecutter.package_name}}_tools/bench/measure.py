@@ -26,7 +26,7 @@ from typing import Any
 from {{ cookiecutter.package_name }}.config import JobConfig
 
 from ..kafka_io import create_topics, delete_topics
-from .procs import Contender
+from .contender_process import Contender
 from .profile import progress_profile, read_progress, sink_log_profile
 from .stats import contender_result, distribution, events_per_second, output_latencies
 from .workload import (

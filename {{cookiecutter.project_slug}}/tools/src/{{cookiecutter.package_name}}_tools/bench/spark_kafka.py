@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(query) -> int:
     """Run the query until SIGTERM/SIGINT, then stop it at a batch boundary; 1 if it failed."""
-    from {{ cookiecutter.package_name }}.runner import StopRequested, stop_at_batch_boundary
+    from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, stop_at_batch_boundary
 
     stop = StopRequested()
     stop.install()

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .config import JobConfig, is_secret
+from ..config import JobConfig, is_secret
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 EVENT = "event"  # the `extra` key of a record that carries an event's fields

@@ -6,7 +6,7 @@ Dead letters travel through the same operator (grouped under the null key) so th
 reach the sink in the same batch, and so in the same Kafka transaction, as the counts. Unlike
 Spark's aggregation (counting.py), this operator is grouped by the key alone: with a second
 grouping column that is null for every good event, transformWithStateInPandas called the
-processor once per row (measured: each key's count published once per event)."""
+processor once per row, and each key's count was published once per event."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The runner polls once a second. Several batches can end between two polls (batches of a few
 hundred ms under a backlog), and the batch before a failure ends just before the query does.
 `lastProgress` holds one report; `recentProgress` holds the last
-spark.sql.streaming.numRecentProgressUpdates but converts every one of them (~0.7 ms each), so
+spark.sql.streaming.numRecentProgressUpdates but converts every one of them, so
 it is read only when the batch ids say that reports were missed.
 """
 

@@ -16,17 +16,17 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from ..config import JobConfig, RestartStrategyKind
+from ..errors import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable
+from ..job import build_query
+from ..sink.coordinator import CheckpointBehindOutput, ProducerFenced, SourceOffsetsWentBack
+from ..sink.formats import UnknownFormat
+from ..storage import resolve_location
 from . import metrics, preflight
-from .config import JobConfig
-from .driver_presence import Heartbeat
-from .errors import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable
-from .job import build_query
+from .heartbeat import Heartbeat
 from .logs import event
 from .outage import OutageTolerance
 from .progress_reports import ProgressReports
-from .sink.coordinator import CheckpointBehindOutput, ProducerFenced, SourceOffsetsWentBack
-from .sink.formats import UnknownFormat
-from .storage import resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class RestartStrategy:
     (delay doubles up to a maximum, at most `attempts`), failure-rate (at most `attempts`
     failures within `interval`), none."""
 
-    kind: str
+    kind: RestartStrategyKind
     attempts: int
     delay: float
     max_delay: float
@@ -225,7 +225,7 @@ def invariant_broken(error: Exception) -> Exception | None:
 
 
 # Spark refuses a checkpoint whose state another version of the count wrote (its key or value
-# schema differs, e.g. before dead letters were grouped): no restart can help.
+# schema differs, e.g. another grouping of the counts): no restart can help.
 _STATE_LAYOUT_CHANGED = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE")
 
 

@@ -42,10 +42,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import checkpoint
-from .config import JobConfig
-from .errors import ConfigError
-from .storage import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
+from .. import checkpoint
+from ..config import JobConfig
+from ..errors import ConfigError
+from ..storage import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -204,7 +204,7 @@ def read_state_counts(spark, config: JobConfig, batch_id: int):
     and with a state TTL the counts already expired."""
     from pyspark.sql import functions as F
 
-    from .changes import GROUP_KEY
+    from ..pipeline.changes import GROUP_KEY
 
     spark.streams  # noqa: B018 - starts the StateStoreCoordinator, which reading a RocksDB store needs
     location = resolve_location(config.checkpoint_location)
@@ -320,6 +320,6 @@ def start_from(spark, config: JobConfig, path: str, manifest: Manifest) -> Origi
 
 
 def _maybe_crash(point: str) -> None:
-    from .sink import faults  # the sink package imports PySpark: not at import time (`config` stays light)
+    from ..sink import faults  # the sink package imports PySpark: not at import time (`config` stays light)
 
     faults.maybe_crash(getattr(faults, point), 0)

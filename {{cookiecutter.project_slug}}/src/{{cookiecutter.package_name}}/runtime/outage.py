@@ -23,9 +23,9 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from .config import JobConfig
-from .errors import KafkaUnreachable
-from .kafka_client import librdkafka_config
+from ..config import JobConfig
+from ..errors import KafkaUnreachable
+from ..kafka_client import librdkafka_config
 from .logs import event
 
 log = logging.getLogger(__name__)

@@ -2,13 +2,12 @@
 key whose count changed in the batch (its new total), plus what the batch's dead letters need
 to reach the same Kafka transaction as the counts.
 
-Two operators, chosen by `state_ttl_seconds` (measured with `bench --scaling` and
-`bench.stages`, see the README):
+Two operators, chosen by `state_ttl_seconds` (the README's Benchmarks compare them):
 - without a TTL (the default): Spark's own streaming aggregation, `groupBy(key).count()` in
   Update mode with RocksDB state, aggregated partially before the shuffle (only a task's
   distinct keys cross it). Dead letters are counted per input partition in the same
   aggregation: a batch's change row for partition P says "partition P had dead letters in this
-  batch", and the sink reads them back from the batch's offset range (dead_letter_reads.py)
+  batch", and the sink reads them back from the batch's offset range (dead_letter_readback.py)
   instead of carrying every record through the shuffle.
 - with a TTL: transformWithStateInPandas (ttl_counting.py), the operator that has state TTL.
   It calls Python once per key, about half a millisecond per key and batch; dead letters travel

@@ -3,7 +3,7 @@ becomes `{"key": ..., "count": ...}` on the output topic, keyed by its key; a de
 its JSON value (dead_letters.py) and goes to the dead-letter topic, keyed by its source
 coordinates; "partition P had dead letters" becomes a *reference*, a record without a topic
 whose key is P, which the sink turns into the dead letters themselves by reading them back
-(dead_letter_reads.py). Once the batch is known, `for_batch` makes the value's last field `"batch_id": N`
+(dead_letter_readback.py). Once the batch is known, `for_batch` makes the value's last field `"batch_id": N`
 with one SQL expression, so a batch costs one small plan on the driver, not an encoding. The
 sink only produces bytes."""
 

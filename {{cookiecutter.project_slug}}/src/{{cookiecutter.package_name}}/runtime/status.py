@@ -9,11 +9,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from . import checkpoint
-from .config import JobConfig
-from .kafka_client import librdkafka_config
-from .sink.sink_log import SinkLog
-from .storage import resolve_location
+from .. import checkpoint
+from ..config import JobConfig
+from ..kafka_client import librdkafka_config
+from ..sink.sink_log import SinkLog
+from ..storage import resolve_location
 
 
 def input_lag(config: JobConfig, committed: dict[str, int]) -> dict[str, int]:

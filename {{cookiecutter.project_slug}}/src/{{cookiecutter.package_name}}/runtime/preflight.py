@@ -10,17 +10,17 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from . import checkpoint, object_store
-from .config import ConfigError, JobConfig
-from .errors import GaveUp
-from .job import event_schema
-from .kafka_client import librdkafka_config
+from .. import checkpoint, object_store
+from ..config import ConfigError, JobConfig
+from ..errors import GaveUp
+from ..job import event_schema
+from ..kafka_client import librdkafka_config
+from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
+from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
+from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
+from ..sink.sink_log import SinkLog
+from ..storage import resolve_location
 from .logs import event
-from .sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
-from .sink.pinned import PinnedSettingChanged, PinnedSettings, check_and_pin
-from .sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
-from .sink.sink_log import SinkLog
-from .storage import resolve_location
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The savepoint commands (`savepoint create|inspect`, `state`, `run --from-savepoint`): what
 they read from Kafka and the checkpoint, and what they print. The savepoint itself is
-savepoints.py. Nothing heavy is imported until a command runs."""
+savepoints/__init__.py. Nothing heavy is imported until a command runs."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from . import driver_presence, savepoints
-from .config import JobConfig
-from .errors import ConfigError
-from .savepoints import effective_config
-from .storage import resolve_location
+from .. import savepoints
+from ..config import JobConfig
+from ..errors import ConfigError
+from ..runtime import heartbeat
+from ..storage import resolve_location
+from . import effective_config
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ __all__ = ["create", "effective_config", "inspect", "restore_plan", "show_state"
 
 
 def _markers(config: JobConfig, sink_id: str, settled: bool = True) -> dict[int, int]:
-    from .sink.marker import read_markers
+    from ..sink.marker import read_markers
 
     return read_markers(config.bootstrap_servers, config.marker_topic, sink_id, config.kafka, settled=settled)
 
@@ -32,9 +33,9 @@ def _fence_old_producers(config: JobConfig) -> None:
     """Abort a transaction the stopped job may have left open (it was killed mid-commit): the
     savepoint's markers must be settled, and the restored job's new transactional ids would
     never abort it (read_committed consumers would wait for its time-out)."""
-    from .job import sink_settings
-    from .sink.pinned import read_pinned
-    from .sink.producers import fence
+    from ..job import sink_settings
+    from ..sink.pinned_settings import read_pinned
+    from ..sink.producers import fence
 
     if not config.exactly_once:
         return
@@ -48,7 +49,7 @@ def _fence_old_producers(config: JobConfig) -> None:
 
 def _session(config: JobConfig, name: str):
     """The job's own session (its master, its S3 settings for a checkpoint on S3), without a UI."""
-    from .job import spark_session
+    from ..job import spark_session
 
     return spark_session(dataclasses.replace(config, ui_port=0), app_name=name)
 
@@ -57,12 +58,12 @@ def create(config: JobConfig, to: str, timeout: float) -> int:
     """Stop the job at a batch boundary if it runs on the checkpoint, then save it."""
     location = resolve_location(config.checkpoint_location)
     effective = effective_config(config)
-    if driver_presence.running_driver(location) is not None:
-        driver_presence.request_stop(location, f"savepoint to {resolve_location(to)}")
+    if heartbeat.running_driver(location) is not None:
+        heartbeat.request_stop(location, f"savepoint to {resolve_location(to)}")
         try:
-            driver_presence.wait_until_stopped(location, timeout, log.info)
+            heartbeat.wait_until_stopped(location, timeout, log.info)
         finally:
-            driver_presence.clear_stop_request(location)
+            heartbeat.clear_stop_request(location)
         log.info("the job stopped")
     _fence_old_producers(effective)
     markers = _markers(effective, effective.sink_id)
@@ -117,7 +118,7 @@ def _top_counts(table, limit: int) -> list[dict[str, Any]]:
 def inspect(path: str, as_json: bool, limit: int) -> int:
     import pyarrow.dataset as ds
 
-    from .storage import filesystem
+    from ..storage import filesystem
 
     manifest = savepoints.read_manifest(path)
     fs, base = filesystem(path)
@@ -162,7 +163,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
     """The checkpoint's state as of its last committed batch (the job may be running)."""
     from pyspark.sql import functions as F
 
-    from . import checkpoint
+    from .. import checkpoint
 
     effective = effective_config(config)
     location = resolve_location(config.checkpoint_location)
@@ -180,7 +181,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
         spark.stop()
     document: dict[str, Any] = {
         "checkpoint": location, "batch_id": batch, "sink_id": effective.sink_id,
-        "running": driver_presence.running_driver(location) is not None,
+        "running": heartbeat.running_driver(location) is not None,
         "source_offsets": {config.input_topic: checkpoint.input_offsets(location, batch, config.input_topic)},
         "published": {str(shard): b for shard, b in sorted(markers.items())},
         "keys": int(totals["keys"]), "total": int(totals["total"] or 0), "ttl_seconds": config.state_ttl_seconds,
