@@ -108,10 +108,13 @@ def sink_settings(config: JobConfig) -> SinkSettings:
 
 def write_changes(changes: Changes, config: JobConfig, stopping: threading.Event | None = None) -> DataStreamWriter:
     settings = sink_settings(config)
-    first = settings.first_batch_id
-    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config), first)
-    encoder = for_batch if first == 0 else (
-        lambda records, batch_id: for_batch(records, settings.output_batch_id(batch_id)))
+    # The batch id the records carry has one definition, SinkSettings.output_batch_id.
+    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config),
+                                                                            settings.output_batch_id)
+
+    def encoder(records: DataFrame, batch_id: int) -> DataFrame:
+        return for_batch(records, settings.output_batch_id(batch_id))
+
     sink = KafkaSink(settings, config.delivery_guarantee, encoder, read_back, stopping)
     return (
         encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)

@@ -15,6 +15,7 @@ twice (the README's Limits give the cost).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -31,9 +32,10 @@ from .unpushed_filter import where_in_place
 EARLIEST = -2  # Spark's startingOffsets value for a partition's earliest offset
 
 
-def dead_letter_reader(config: JobConfig, schema: EventSchema, first_batch_id: int = 0):
+def dead_letter_reader(config: JobConfig, schema: EventSchema, output_batch_id: Callable[[int], int]
+                       ) -> Callable[[SparkSession, list[bytes], int], DataFrame]:
     """The sink's read-back function: (session, references, batch id) -> the dead letters' records.
-    `first_batch_id`: added to the batch id the records carry (savepoints.first_batch_id)."""
+    `output_batch_id`: the batch id Spark's batch publishes as (SinkSettings.output_batch_id)."""
     location = resolve_location(config.checkpoint_location)
 
     def read_back(spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
@@ -52,7 +54,7 @@ def dead_letter_reader(config: JobConfig, schema: EventSchema, first_batch_id: i
             .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka_client.py)
             .load()
         )
-        return dead_letters(records, schema, config.dead_letter_topic, first_batch_id + batch_id)
+        return dead_letters(records, schema, config.dead_letter_topic, output_batch_id(batch_id))
 
     return read_back
 
