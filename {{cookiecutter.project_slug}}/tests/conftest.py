@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from {{ cookiecutter.package_name }}.session import spark_session
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
-from harness import CONFIG, JobUnderTest
 
-from {{ cookiecutter.package_name }}.session import spark_session
+from harness import CONFIG, JobUnderTest
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from {{ cookiecutter.package_name }} import checkpoint, object_store
+from {{ cookiecutter.package_name }}.config import JobConfig
+from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
     SETTLE_SECONDS,
@@ -25,10 +28,6 @@ from {{ cookiecutter.package_name }}_tools.readback import (
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.sample import Keep, SampleInput, as_key, configured_sample, produce
 from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify, verify_batches
-
-from {{ cookiecutter.package_name }} import checkpoint, object_store
-from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.sink import faults
 
 SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the job's `${...}` setting
 

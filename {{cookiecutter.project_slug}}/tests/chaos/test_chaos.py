@@ -15,9 +15,9 @@ import io
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from {{ cookiecutter.package_name }}_tools import chaos
 
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools import chaos
 
 pytestmark = pytest.mark.chaos
 

@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.spark_cluster import ClusterUnavailable, SparkCluster, s3a_classpath
+
 from harness import SECRET_VARIABLE, JobUnderTest, on_s3
 
 PROJECT = Path(__file__).resolve().parents[2]

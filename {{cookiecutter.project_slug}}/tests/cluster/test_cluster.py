@@ -13,10 +13,11 @@ import time
 import zlib
 
 import pytest
-from {{ cookiecutter.package_name }}_tools import chaos
-from harness import merged, produce_sample
 
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools import chaos
+
+from harness import merged, produce_sample
 
 pytestmark = pytest.mark.cluster
 FAULT_BATCH = 1

@@ -7,13 +7,14 @@ from __future__ import annotations
 import time
 
 import pytest
+
+from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local import LocalKafkaBroker
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.verify import verify
-from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample, stop
 
-from {{ cookiecutter.package_name }} import checkpoint
+from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample, stop
 
 pytestmark = pytest.mark.integration
 

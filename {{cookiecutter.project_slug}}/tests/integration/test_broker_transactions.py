@@ -4,8 +4,9 @@ that commit or abort, and consumers that read only committed records."""
 from __future__ import annotations
 
 import pytest
-from {{ cookiecutter.package_name }}_tools.readback import read_topic, wait_for_settled_transactions
 from confluent_kafka import Producer
+
+from {{ cookiecutter.package_name }}_tools.readback import read_topic, wait_for_settled_transactions
 
 pytestmark = pytest.mark.integration
 

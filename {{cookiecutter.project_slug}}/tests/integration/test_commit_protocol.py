@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
-from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
 
 from {{ cookiecutter.package_name }}.sink import coordinator, faults, producers
@@ -21,6 +20,7 @@ from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_m
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
+
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,13 @@ import signal
 import zlib
 
 import pytest
-from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
-from {{ cookiecutter.package_name }}_tools.sample import produce
-from harness import merged, produce_sample, wait_until
 
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
+from {{ cookiecutter.package_name }}_tools.sample import produce
+
+from harness import merged, produce_sample, wait_until
 
 pytestmark = pytest.mark.integration
 

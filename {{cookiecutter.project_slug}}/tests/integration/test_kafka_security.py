@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, LocalKafkaBroker, sasl
 from {{ cookiecutter.package_name }}_tools.sample import Keep
 from {{ cookiecutter.package_name }}_tools.verify import verify
+
 from harness import JobUnderTest, merged, produce_sample
 
 pytestmark = pytest.mark.integration

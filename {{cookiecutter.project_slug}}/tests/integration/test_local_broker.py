@@ -8,10 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from {{ cookiecutter.package_name }}_tools.kafka_local import LocalKafkaBroker
-from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from {{ cookiecutter.package_name }}_tools.kafka_local import LocalKafkaBroker
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
 
 pytestmark = pytest.mark.integration
 

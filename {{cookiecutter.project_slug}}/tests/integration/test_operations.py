@@ -14,13 +14,14 @@ import time
 import urllib.request
 
 import pytest
-from {{ cookiecutter.package_name }}_tools.processes import free_port, start_job
-from {{ cookiecutter.package_name }}_tools.readback import read_topic
-from {{ cookiecutter.package_name }}_tools.verify import verify
-from harness import CONFIG, EXACTLY_ONCE, merged, produce_sample, stop
 
 from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.processes import free_port, start_job
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
+from {{ cookiecutter.package_name }}_tools.verify import verify
+
+from harness import CONFIG, EXACTLY_ONCE, merged, produce_sample, stop
 
 pytestmark = pytest.mark.integration
 

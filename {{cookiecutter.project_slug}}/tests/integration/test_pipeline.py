@@ -9,9 +9,11 @@ import subprocess
 import sys
 
 import pytest
+
 from {{ cookiecutter.package_name }}_tools.readback import Published
 from {{ cookiecutter.package_name }}_tools.sample import as_key
 from {{ cookiecutter.package_name }}_tools.verify import verify
+
 from harness import CONFIG, merged, produce_sample
 
 pytestmark = pytest.mark.integration

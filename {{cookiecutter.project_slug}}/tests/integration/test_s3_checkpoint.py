@@ -9,11 +9,12 @@ import signal
 import uuid
 
 import pytest
-from harness import SECRET_VARIABLE, merged, on_s3, produce_sample
 
 from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog, SinkLogConflict
+
+from harness import SECRET_VARIABLE, merged, on_s3, produce_sample
 
 pytestmark = pytest.mark.integration
 

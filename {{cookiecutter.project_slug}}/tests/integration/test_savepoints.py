@@ -16,15 +16,16 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from {{ cookiecutter.package_name }}_tools.processes import start_job
-from {{ cookiecutter.package_name }}_tools.readback import read_positions
-from {{ cookiecutter.package_name }}_tools.sample import SampleInput, as_key
-from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify
-from harness import CONFIG, EXACTLY_ONCE, SECRET_VARIABLE, merged, on_s3, produce_sample, stop, wait_until
 
 from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.savepoints import read_manifest
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.processes import start_job
+from {{ cookiecutter.package_name }}_tools.readback import read_positions
+from {{ cookiecutter.package_name }}_tools.sample import SampleInput, as_key
+from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify
+
+from harness import CONFIG, EXACTLY_ONCE, SECRET_VARIABLE, merged, on_s3, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
 

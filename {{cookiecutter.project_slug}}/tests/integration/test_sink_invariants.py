@@ -10,12 +10,13 @@ import shutil
 import uuid
 
 import pytest
-from {{ cookiecutter.package_name }}_tools.processes import start_job
-from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from confluent_kafka import Producer
-from harness import EXACTLY_ONCE, merged, produce_sample, stop, wait_until
 
 from {{ cookiecutter.package_name }}.sink.marker import ensure_marker_topic
+from {{ cookiecutter.package_name }}_tools.processes import start_job
+from {{ cookiecutter.package_name }}_tools.readback import read_topic
+
+from harness import EXACTLY_ONCE, merged, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from {{ cookiecutter.package_name }}_tools.bench.stats import (
     CONTENDERS,
     RESULT_SCHEMA,

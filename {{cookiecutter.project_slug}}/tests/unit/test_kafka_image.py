@@ -9,6 +9,7 @@ import time
 from importlib import resources
 
 import pytest
+
 from {{ cookiecutter.package_name }}_tools.kafka_local import containers, image
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaUnavailable, chosen_provider
 from {{ cookiecutter.package_name }}_tools.kafka_local.process import server_properties
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from {{ cookiecutter.package_name }}_tools.sample import (
     COLORS,
     make_events,

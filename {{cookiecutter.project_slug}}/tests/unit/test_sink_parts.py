@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from {{ cookiecutter.package_name }}_tools.readback import Published
-from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify, verify_batches
 
 from {{ cookiecutter.package_name }} import storage
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
+from {{ cookiecutter.package_name }}_tools.readback import Published
+from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify, verify_batches
 
 
 def test_a_committed_log_entry_is_never_replaced(tmp_path):
