@@ -153,9 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run_command(build_parser(), argv)
+
+
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """Run the parsed command; the errors a user can fix end it in one line with exit status 2,
+    the restart strategy's verdict with 1. The job's CLI and its tools' share it."""
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    args = build_parser().parse_args(argv)
+    args = parser.parse_args(argv)
     try:
         return args.handler(args)
     except (ConfigError, KafkaUnavailable) as error:

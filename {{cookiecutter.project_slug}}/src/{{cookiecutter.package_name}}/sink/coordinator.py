@@ -107,7 +107,8 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
             records=total_rows(records),
             prepared_at=time.time(),
         )
-        check_markers_not_ahead(settings, shards, batch_id, offsets_digest(entry.source_offsets))
+        offsets = offsets_digest(entry.source_offsets)
+        check_markers_not_ahead(settings, shards, batch_id, offsets)
         if previous is not None:
             compare_rerun(settings, previous, entry, [s.shard for s in shards if s.published == batch_id])
             if previous.status is COMMITTED:
@@ -119,7 +120,6 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
             log_.write(entry)
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
             # Steps 3 and 4, per shard.
-            offsets = offsets_digest(entry.source_offsets)
             for shard in pending:
                 published += publish(settings, shard, records, batch_id, offsets)
         # Step 5.

@@ -34,11 +34,17 @@ def marker_key(sink_id: str, shard: int) -> bytes:
     return f"{sink_id}/{shard}".encode()
 
 
+def parse_marker_key(key: bytes) -> tuple[str, int] | None:
+    """(sink id, shard) of a key of the form `<sink_id>/<digits>`; None for any other key."""
+    owner, slash, shard = key.decode(errors="replace").rpartition("/")
+    return (owner, int(shard)) if slash and shard.isdigit() else None
+
+
 def shard_of(key: bytes, sink_id: str) -> int | None:
     """The shard a marker key names if it is `sink_id`'s, else None. Several sinks may share the
     topic, and one id may be the start of another's ("a" and "a-x"): only `<sink_id>/<digits>` is ours."""
-    owner, slash, shard = key.decode(errors="replace").rpartition("/")
-    return int(shard) if slash and owner == sink_id and shard.isdigit() else None
+    parsed = parse_marker_key(key)
+    return parsed[1] if parsed is not None and parsed[0] == sink_id else None
 
 
 def marker_value(sink_id: str, shard: int, batch_id: int, records: int, source_offsets: str = "") -> bytes:
@@ -275,10 +281,10 @@ def _holder(snapshot: Consumer, partition: TopicPartition, stable: int) -> str:
             message = snapshot.poll(0.5)
             if message is None or message.error():
                 continue
-            key = (message.key() or b"").decode(errors="replace")
-            owner, slash, shard = key.rpartition("/")
+            key = message.key() or b""
             age = time.time() - message.timestamp()[1] / 1000
-            who = f"sink {owner!r}, shard {shard}" if slash and shard.isdigit() else f"key {key[:80]!r}"
+            parsed = parse_marker_key(key)
+            who = f"sink {parsed[0]!r}, shard {parsed[1]}" if parsed else f"key {key.decode(errors='replace')[:80]!r}"
             return f"its first record: {who}, written {age:.0f}s ago"
         return "its first record could not be read"
     finally:

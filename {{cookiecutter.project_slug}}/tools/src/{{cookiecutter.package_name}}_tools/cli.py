@@ -6,14 +6,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.cli import add_config_options, configuration
-from {{ cookiecutter.package_name }}.errors import ConfigError, GaveUp, KafkaUnavailable
-from {{ cookiecutter.package_name }}.runtime.logs import report_exit
+from {{ cookiecutter.package_name }}.cli import add_config_options, configuration, run_command
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 
@@ -86,14 +82,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    args = build_parser().parse_args(argv)
-    try:
-        return args.handler(args)
-    except (ConfigError, KafkaUnavailable) as error:
-        report_exit(str(error))
-        return 2
-    except GaveUp as error:
-        report_exit(str(error))
-        return 1
+    return run_command(build_parser(), argv)
