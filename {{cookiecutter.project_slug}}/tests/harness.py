@@ -17,7 +17,7 @@ from typing import TypeVar
 from {{ cookiecutter.package_name }} import checkpoint, object_store
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.sink import faults
-from {{ cookiecutter.package_name }}_tools.processes import start_job
+from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
     SETTLE_SECONDS,
     Published,
@@ -27,7 +27,7 @@ from {{ cookiecutter.package_name }}_tools.readback import (
 )
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.sample import Keep, SampleInput, as_key, configured_sample, produce
-from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify, verify_batches
+from {{ cookiecutter.package_name }}_tools.verify import Verdict, judge
 
 SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the job's `${...}` setting
 
@@ -63,23 +63,10 @@ class JobUnderTest:
         return self.fault_log.read_text().splitlines() if self.fault_log.exists() else []
 
     def settings(self) -> dict[str, str]:
-        return {
-            "bootstrap_servers": self.bootstrap_servers,
-            "input_topic": self.input_topic,
-            "output_topic": self.output_topic,
-            "dead_letter_topic": self.dead_letter_topic,
-            "marker_topic": self.marker_topic,
-            "sink_id": self.sink_id,
-            "transactional_id_prefix": "test",
-            "delivery_guarantee": self.guarantee,
-            "checkpoint_location": self.checkpoint_location,
-            "trigger_interval_seconds": "0.5",
-            "shuffle_partitions": "2",
-            "ui_port": "0",  # tests and benchmarks keep the UI and the metrics endpoint off
-            "metrics_port": "0",
-            "restart_delay_seconds": "1",
-            **self.options,
-        }
+        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic,
+                  "dead_letter_topic": self.dead_letter_topic, "marker_topic": self.marker_topic}
+        return {**disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, "test", self.guarantee,
+                                          self.checkpoint_location), **self.options}
 
     def run(self, fault: str | None = None, fault_batch: int = 0, until_idle: int = 3, timeout: float = 400,
             extra_env: dict[str, str] | None = None, **options: str) -> subprocess.CompletedProcess:
@@ -115,17 +102,14 @@ class JobUnderTest:
     def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes]) -> Verdict:
         """Final counts and dead letters (verify), then every intermediate count batch by batch
         against the input read back with its offsets (verify_batches)."""
-        published = self.published()
-        verdict = verify(published, expected_counts, malformed_values)
-
         def counted_key(value: bytes | None) -> str | None:
             if value is None or value not in self.counted_values:
                 return None
             return as_key(json.loads(value)[CONFIG.key_field])
 
-        records = read_positions(self.bootstrap_servers, self.input_topic)
-        return verify_batches(verdict, published, records, counted_key,
-                              checkpoint.batch_ends(self.checkpoint_location, self.input_topic))
+        return judge(self.published(), expected_counts, malformed_values,
+                     read_positions(self.bootstrap_servers, self.input_topic), counted_key,
+                     checkpoint.batch_ends(self.checkpoint_location, self.input_topic))
 
 
 T = TypeVar("T")

@@ -40,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     from .runtime import logs, metrics
     from .runtime.preflight import check_before_spark
     from .runtime.runner import StopRequested, run
-    from .savepoints import commands
+    from .savepoints import apply_origin, commands, read_origin
 
     config = configuration(args)
     logs.configure(config)
@@ -54,7 +54,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if restore is not None:
             restore(spark)
-        run(spark, commands.effective_config(config), stop, until_idle_batches=args.until_idle)
+        origin = read_origin(config)  # once per start, after a restore wrote it
+        run(spark, apply_origin(config, origin), stop, until_idle_batches=args.until_idle, origin=origin)
     finally:
         spark.stop()
     return 0

@@ -24,6 +24,7 @@ from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.output_records import encode, for_batch
 from .pipeline.parsing import IS_EVENT, EventSchema, parse_records
 from .pipeline.unpushed_filter import where_in_place
+from .savepoints import Origin
 from .session import checkpoint_conf
 from .session import spark_session as new_session
 from .sink import KafkaSink
@@ -79,19 +80,20 @@ def count_by_key(events: DataFrame, config: JobConfig, seed: DataFrame | None = 
     return count_changes(events, config.key_field, config.state_ttl_seconds, seed)
 
 
-def savepoint_seed(spark: SparkSession, config: JobConfig) -> DataFrame | None:
+def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None) -> DataFrame | None:
     """A checkpoint started from a savepoint reads its counts once, in its first batch: Spark's
     aggregation as a one-shot file stream (the file source records in the checkpoint that it
     did), the TTL operator as its initial state (Spark applies it in batch 0 only). None for any
     other checkpoint."""
-    location = savepoints.seed_location(config)
+    location = savepoints.seed_location(config, origin)
     if location is None:
         return None
     reader = spark.read if config.state_ttl_seconds > 0 else spark.readStream
     return reader.schema(savepoints.STATE_SCHEMA).parquet(location)
 
 
-def sink_settings(config: JobConfig) -> SinkSettings:
+def sink_settings(config: JobConfig, origin: Origin | None = None) -> SinkSettings:
+    """`origin`: where a checkpoint started from a savepoint came from (savepoints.read_origin)."""
     return SinkSettings(
         bootstrap_servers=config.bootstrap_servers,
         checkpoint=resolve_location(config.checkpoint_location),
@@ -102,12 +104,14 @@ def sink_settings(config: JobConfig) -> SinkSettings:
         commit_timeout_seconds=config.commit_timeout_seconds,
         client=dict(config.kafka),
         foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
-        first_batch_id=savepoints.first_batch_id(config),
+        first_batch_id=savepoints.first_batch_id(origin),
     )
 
 
-def write_changes(changes: Changes, config: JobConfig, stopping: threading.Event | None = None) -> DataStreamWriter:
-    settings = sink_settings(config)
+def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
+                  stopping: threading.Event | None = None) -> tuple[DataStreamWriter, KafkaSink]:
+    """The query's writer, and its sink (which says what it published for a batch)."""
+    settings = sink_settings(config, origin)
     # The batch id the records carry has one definition, SinkSettings.output_batch_id.
     read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config),
                                                                             settings.output_batch_id)
@@ -116,17 +120,20 @@ def write_changes(changes: Changes, config: JobConfig, stopping: threading.Event
         return for_batch(records, settings.output_batch_id(batch_id))
 
     sink = KafkaSink(settings, config.delivery_guarantee, encoder, read_back, stopping)
-    return (
+    writer = (
         encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)
         .outputMode(changes.output_mode)
         .option("checkpointLocation", resolve_location(config.checkpoint_location))
         .trigger(processingTime=f"{config.trigger_interval_seconds} seconds")
         .queryName(config.sink_id)
     )
+    return writer, sink
 
 
-def build_query(spark: SparkSession, config: JobConfig, stopping: threading.Event | None = None) -> DataStreamWriter:
-    """`stopping`: the runner's gate, set when the job stops (sink/kafka_sink.py)."""
+def build_query(spark: SparkSession, config: JobConfig, origin: Origin | None,
+                stopping: threading.Event | None = None) -> tuple[DataStreamWriter, KafkaSink]:
+    """`config`: as the checkpoint runs it (savepoints.apply_origin with `origin`); `stopping`: the
+    runner's gate, set when the job stops (sink/kafka_sink.py)."""
     events = parse(read_events(spark, config), config)
-    changes = count_by_key(keep_matching(events, config), config, savepoint_seed(spark, config))
-    return write_changes(changes, config, stopping)
+    changes = count_by_key(keep_matching(events, config), config, savepoint_seed(spark, config, origin))
+    return write_changes(changes, config, origin, stopping)

@@ -9,7 +9,6 @@ import argparse
 import io
 import signal
 import threading
-import time
 import zlib
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools import chaos
 
-from harness import merged, produce_sample
+from harness import merged, produce_sample, wait_until
 
 pytestmark = pytest.mark.cluster
 FAULT_BATCH = 1
@@ -54,10 +53,7 @@ def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_c
     running = threading.Thread(target=lambda: outcome.update(run=job.run(max_offsets_per_trigger="400",
                                                                          until_idle=4, timeout=600)))
     running.start()
-    deadline = time.monotonic() + 300
-    while len(job.published().counts) == 0 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert job.published().counts, "the job published nothing on the cluster"
+    wait_until(lambda: job.published().counts, 300, "a count published on the cluster", interval=1)
     killed = spark_cluster.kill_worker(0)
     assert len(killed) >= 2, "the worker had no executor to lose"
     second = produce_sample(job, count=2000, seed=92, partitions=4)

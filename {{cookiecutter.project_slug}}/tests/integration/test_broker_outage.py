@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import LocalKafkaBroker
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample, stop
+from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +40,8 @@ def test_the_job_rides_out_a_broker_outage_and_stays_exact(own_broker, tmp_path,
     log_path = tmp_path / "outage.log"
     process = start_job(["run"], job.settings(), tmp_path, log_path)
     try:
-        deadline = time.monotonic() + 240
-        while len(checkpoint.committed_batches(job.checkpoint_location)) < 2:
-            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_until(lambda: len(checkpoint.committed_batches(job.checkpoint_location)) >= 2, 240,
+                   "two batches committed", interval=0.2, alive=process, log_path=log_path)
 
         own_broker.kill()  # SIGKILL, in the middle of the backlog
         down_until = time.monotonic() + OUTAGE_SECONDS
@@ -54,14 +52,13 @@ def test_the_job_rides_out_a_broker_outage_and_stays_exact(own_broker, tmp_path,
         after = produce_sample(job, count=1000, seed=38, partitions=4)
 
         counts, malformed = merged(before, after)
-        deadline = time.monotonic() + 300
-        while True:
-            assert process.poll() is None, f"the job exited after the outage: {log_path.read_text()[-3000:]}"
+
+        def all_published() -> bool:
             published = job.published()
-            if published.final_counts() == counts and len(published.dead_letters) >= len(malformed):
-                break
-            assert time.monotonic() < deadline, f"not all published after the outage; log: {log_path}"
-            time.sleep(1)
+            return published.final_counts() == counts and len(published.dead_letters) >= len(malformed)
+
+        wait_until(all_published, 300, "all published after the outage", interval=1, alive=process,
+                   log_path=log_path)
     finally:
         stopped = stop(process)
     log = log_path.read_text()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from dataclasses import replace
 
@@ -13,14 +12,16 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
-from {{ cookiecutter.package_name }}.sink import coordinator, faults, producers
+from {{ cookiecutter.package_name }}.sink import coordinator, faults
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, InlineRecords
 from {{ cookiecutter.package_name }}.sink.coordinator import ProducerFenced, RecordRejected, publish
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_markers
-from {{ cookiecutter.package_name }}.sink.producers import CommitShard
+from {{ cookiecutter.package_name }}.sink.producers import CommitShard, ProducerPool
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
+
+from harness import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -71,15 +72,15 @@ def test_a_batch_is_invisible_until_its_commit_then_visible_whole(kafka, new_top
             seen_before_commit.append(len(read_topic(kafka.bootstrap_servers, output)))
 
     monkeypatch.setattr(faults, "maybe_crash", observe)
+    pool = ProducerPool()
     for batch_id in range(3):
-        entry = coordinator.commit_batch(settings, batch_records(output, batch_id, 5000), batch_id)
-        assert entry is not None and entry.status == COMMITTED
+        published = coordinator.commit_batch(settings, batch_records(output, batch_id, 5000), batch_id, pool)
+        assert published is not None and published.entry.status == COMMITTED
+        assert published.records_per_topic == {output: 5000}
         # The broker writes the commit markers partition by partition after the commit returns,
         # so a reader may need a moment to see the whole batch (README: the guarantee's limits).
-        deadline = time.monotonic() + 30
-        while (visible := batch_ids_visible(kafka, output).count(batch_id)) < 5000 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert visible == 5000, "the whole batch is visible after its commit"
+        wait_until(lambda batch_id=batch_id: batch_ids_visible(kafka, output).count(batch_id) == 5000, 30,
+                   f"the whole of batch {batch_id} visible after its commit", interval=0.2)
     assert seen_before_commit == [0, 5000, 10000], "nothing of a batch was visible before its commit"
     assert SinkLog(settings.checkpoint, settings.sink_id).batch_ids() == [0, 1, 2]
 
@@ -88,13 +89,14 @@ def test_a_rerun_after_the_kafka_commit_publishes_nothing(kafka, new_topic, tmp_
     """The crash case "Kafka committed, the log entry still says prepared": the marker decides."""
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "rerun")
-    entry = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0)
+    published = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0, ProducerPool())
+    assert published is not None
     log = SinkLog(settings.checkpoint, settings.sink_id)
     log.fs.delete_file(f"{log.directory}/0.json")
-    log.write(replace(entry, status=PREPARED, committed_at=None))
-    producers.reset(settings)  # as after a driver restart: new producer, marker read again
-    rerun = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0)
-    assert rerun is not None and rerun.status == COMMITTED
+    log.write(replace(published.entry, status=PREPARED, committed_at=None))
+    # As after a driver restart: a new pool, whose producer reads the marker again.
+    rerun = coordinator.commit_batch(settings, batch_records(output, 0, 100), 0, ProducerPool())
+    assert rerun is not None and rerun.entry.status == COMMITTED and rerun.records_per_topic == {}
     assert batch_ids_visible(kafka, output) == [0] * 100
 
 
@@ -136,7 +138,7 @@ def test_keys_land_on_the_partition_a_java_producer_would_choose(kafka, new_topi
     table = pa.Table.from_pydict({
         "topic": [output] * len(keys) * 2, "key": keys * 2, "value": [b"{}"] * len(keys) * 2,
     }, schema=RECORDS_SCHEMA)
-    coordinator.commit_batch(settings, table, 0)
+    coordinator.commit_batch(settings, table, 0, ProducerPool())
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "partitioner-check",
                          "isolation.level": "read_committed", "enable.partition.eof": True})
     consumer.assign([TopicPartition(output, p, 0) for p in range(5)])
@@ -280,12 +282,13 @@ def test_two_sinks_whose_ids_share_a_prefix_share_one_marker_topic_exactly(kafka
             "commit_shard": pa.array([i % 2 for i in range(6)], pa.int32()),
         })
 
+    pools = {first.sink_id: ProducerPool(), second.sink_id: ProducerPool()}
     for batch_id in range(3):
         for settings in (first, second):
-            coordinator.commit_batch(settings, records(settings.sink_id, batch_id), batch_id)
+            coordinator.commit_batch(settings, records(settings.sink_id, batch_id), batch_id, pools[settings.sink_id])
     for settings in (first, second):  # a new driver of each: markers read again, the last batch re-run
-        producers.reset(settings)
-        assert coordinator.commit_batch(settings, records(settings.sink_id, 2), 2).status == COMMITTED
+        rerun = coordinator.commit_batch(settings, records(settings.sink_id, 2), 2, ProducerPool())
+        assert rerun is not None and rerun.entry.status == COMMITTED
         assert read_markers(kafka.bootstrap_servers, first.marker_topic, settings.sink_id) == {0: 2, 1: 2}
     seen = [json.loads(value) for _key, value in read_topic(kafka.bootstrap_servers, output)]
     for sink in (first.sink_id, second.sink_id):

@@ -18,10 +18,10 @@ import pytest
 from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.processes import free_port, start_job
-from {{ cookiecutter.package_name }}_tools.readback import read_topic
+from {{ cookiecutter.package_name }}_tools.readback import Published, read_topic
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import CONFIG, EXACTLY_ONCE, merged, produce_sample, stop
+from harness import CONFIG, EXACTLY_ONCE, merged, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -57,14 +57,12 @@ def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
     process = start_job(["run", "--until-idle", "240"], settings, job.workdir, log_path)
     try:
         # The independent reader first: every count and dead letter is published...
-        deadline = time.monotonic() + 240
-        while True:
-            assert process.poll() is None, f"the job exited: {log_path.read_text()[-3000:]}"
+        def all_published() -> Published | None:
             published = job.published()
-            if published.final_counts() == counts and len(published.dead_letters) == len(malformed):
-                break
-            assert time.monotonic() < deadline, f"not all published in time; log: {log_path}"
-            time.sleep(1)
+            return published if (published.final_counts() == counts
+                                  and len(published.dead_letters) == len(malformed)) else None
+
+        published = wait_until(all_published, 240, "all published", interval=1, alive=process, log_path=log_path)
         output_records = len(read_topic(job.bootstrap_servers, job.output_topic))
         dead_letters = len(read_topic(job.bootstrap_servers, job.dead_letter_topic))
         assert output_records >= len(counts) and dead_letters == len(malformed)
@@ -129,16 +127,12 @@ def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
     log_path = job.workdir / "stuck.log"
     process = start_job(["run"], job.settings(), job.workdir, log_path, env)
     try:
-        deadline = time.monotonic() + 240
-        while not checkpoint.committed_batches(job.checkpoint_location):
-            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_until(lambda: checkpoint.committed_batches(job.checkpoint_location), 240, "a batch committed",
+                   interval=0.2, alive=process, log_path=log_path)
         flowing = health(job, 2 * trigger)
         assert flowing["healthy"] and flowing["lag_total"] > 0, flowing  # input waits, batches flow
 
-        while not job.fault_log.exists():
-            assert process.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.2)
+        wait_until(job.fault_log.exists, 240, "the commit hung", interval=0.2, alive=process, log_path=log_path)
         stuck_since = job.fault_log.stat().st_mtime
         assert job.fired_faults() == [f"fault injection: hang at {faults.BEFORE_KAFKA_COMMIT} in batch {stuck_batch}"]
         time.sleep(max(0.0, stuck_since + 2 * trigger + 0.5 - time.time()))

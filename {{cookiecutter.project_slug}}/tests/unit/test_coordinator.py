@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from {{ cookiecutter.package_name }}.runtime import metrics
-from {{ cookiecutter.package_name }}.sink import coordinator, producers
+from {{ cookiecutter.package_name }}.sink import coordinator
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
 from {{ cookiecutter.package_name }}.sink.coordinator import (
     CheckpointBehindOutput,
@@ -96,18 +96,22 @@ def settings(tmp_path: Path) -> SinkSettings:
 
 
 @dataclass
-class Pool:
+class FakePool:
+    """The shards commit_batch gets, in place of a ProducerPool of real producers."""
+
     shards: dict[int, FakeShard] = field(default_factory=dict)
-    resets: list[str] = field(default_factory=list)  # producers.reset calls, by sink id
+    resets: int = 0
+
+    def shards_for(self, settings: SinkSettings, _stopping: object = None) -> list[FakeShard]:
+        return [self.shards[i] for i in range(settings.shards)]
+
+    def reset(self) -> None:
+        self.resets += 1
 
 
 @pytest.fixture
-def pool(monkeypatch: pytest.MonkeyPatch) -> Pool:
-    """The shards commit_batch gets, in place of real producers."""
-    fake = Pool()
-    monkeypatch.setattr(producers, "shards_for", lambda s, _stopping=None: [fake.shards[i] for i in range(s.shards)])
-    monkeypatch.setattr(producers, "reset", lambda s: fake.resets.append(s.sink_id))
-    return fake
+def pool() -> FakePool:
+    return FakePool()
 
 
 def batch(rows: int = 3, shards: int = 1, value: bytes = b'{"key":"k","count":1}') -> pa.Table:
@@ -123,8 +127,9 @@ def records_of(transaction: list[tuple[str, bytes | None, bytes | None]]) -> lis
 
 def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_committed(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
-    entry = commit_batch(settings, batch(rows=6), 4)
-    assert entry is not None and entry.status == COMMITTED
+    published = commit_batch(settings, batch(rows=6), 4, pool)
+    assert published is not None and published.entry.status == COMMITTED
+    assert published.records_per_topic == {"out": 6}
     assert pool.shards[0].producer.calls.count("begin") == 1 and pool.shards[0].producer.calls.count("commit") == 1
     (transaction,) = pool.shards[0].producer.committed
     assert records_of(transaction) == ["out"] * 6 + [MARKERS]
@@ -137,13 +142,13 @@ def test_the_records_batch_id_header_continues_a_savepoints_numbering_and_the_ma
     records' headers. The marker's value and header stay in the checkpoint's own numbering."""
     settings = replace(settings, first_batch_id=100)
     pool.shards[0] = FakeShard(settings, 0)
-    commit_batch(settings, batch(rows=3), 4)
+    commit_batch(settings, batch(rows=3), 4, pool)
     assert pool.shards[0].producer.headers == {"out": {b"104"}, MARKERS: {b"4"}}
 
 
 def test_an_empty_batch_publishes_nothing(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
-    assert commit_batch(settings, batch(rows=0), 0) is None
+    assert commit_batch(settings, batch(rows=0), 0, pool) is None
     assert pool.shards[0].producer.calls == []
 
 
@@ -151,7 +156,8 @@ def test_a_batch_the_log_says_committed_is_not_published_again(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
     done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], records_per_shard=[3], records=3)
     SinkLog(settings.checkpoint, settings.sink_id).write(done)
-    assert commit_batch(settings, batch(), 2).status == COMMITTED
+    again = commit_batch(settings, batch(), 2, pool)
+    assert again is not None and again.entry.status == COMMITTED and again.records_per_topic == {}
     assert pool.shards[0].producer.calls == []
 
 
@@ -160,14 +166,14 @@ def test_a_batch_the_markers_say_published_only_marks_the_log(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, published=2)
     SinkLog(settings.checkpoint, settings.sink_id).write(
         LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], records_per_shard=[3], records=3))
-    assert commit_batch(settings, batch(), 2).status == COMMITTED
+    assert commit_batch(settings, batch(), 2, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
 
 def test_with_two_shards_only_the_one_behind_publishes_its_part(settings, pool):
     settings = replace(settings, shards=2)
     pool.shards[0], pool.shards[1] = FakeShard(settings, 0, published=7), FakeShard(settings, 1, published=6)
-    entry = commit_batch(settings, batch(rows=8, shards=2), 7)
+    entry = commit_batch(settings, batch(rows=8, shards=2), 7, pool).entry
     assert pool.shards[0].producer.calls == []
     (transaction,) = pool.shards[1].producer.committed
     keys = [key for _topic, key, _value in transaction[:-1]]
@@ -179,51 +185,51 @@ def test_with_two_shards_only_the_one_behind_publishes_its_part(settings, pool):
 def test_several_shards_need_the_shard_column(settings, pool):
     settings = replace(settings, shards=2)
     with pytest.raises(ValueError, match="2 commit shards, but the records carry no 'commit_shard' column"):
-        commit_batch(settings, batch(), 0)
+        commit_batch(settings, batch(), 0, pool)
 
 
 def test_a_transient_abort_is_retried_in_place(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True)])
-    assert commit_batch(settings, batch(), 0).status == COMMITTED
+    assert commit_batch(settings, batch(), 0, pool).entry.status == COMMITTED
     calls = pool.shards[0].producer.calls
     assert calls.count("abort") == 1 and calls.count("begin") == 2 and len(pool.shards[0].producer.committed) == 1
-    assert pool.resets == []
+    assert pool.resets == 0
 
 
 def test_aborts_past_the_retries_fail_the_batch_and_forget_the_producers(settings, pool):
     retries = coordinator.ABORTED_TRANSACTION_RETRIES
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True) for _ in range(retries + 1)])
     with pytest.raises(CommitFailed, match=f"aborted {retries + 1} times"):
-        commit_batch(settings, batch(), 0)
+        commit_batch(settings, batch(), 0, pool)
     assert pool.shards[0].producer.committed == [] and pool.shards[0].published == NO_BATCH
-    assert pool.resets == [settings.sink_id]
+    assert pool.resets == 1
     assert SinkLog(settings.checkpoint, settings.sink_id).read(0).status == PREPARED
 
 
 def test_a_fatal_error_means_fenced(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, begin=[kafka_error(KafkaError._FENCED, fatal=True)])
     with pytest.raises(ProducerFenced, match="uses the same sink id; this one stops"):
-        commit_batch(settings, batch(), 0)
-    assert pool.resets == [settings.sink_id]
+        commit_batch(settings, batch(), 0, pool)
+    assert pool.resets == 1
 
 
 def test_an_error_that_needs_no_abort_fails_the_batch_for_spark_to_rerun(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(retriable=False)])
     with pytest.raises(CommitFailed, match="batch 0, shard 0: injected"):
-        commit_batch(settings, batch(), 0)
+        commit_batch(settings, batch(), 0, pool)
     assert "abort" not in pool.shards[0].producer.calls
 
 
 def test_a_commit_that_timed_out_is_retried(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(KafkaError._TIMED_OUT, retriable=True)])
-    assert commit_batch(settings, batch(), 0).status == COMMITTED
+    assert commit_batch(settings, batch(), 0, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls.count("commit") == 2 and "abort" not in pool.shards[0].producer.calls
 
 
 def test_a_record_the_client_refuses_aborts_the_transaction_and_names_the_limit(settings, pool):
     pool.shards[0] = FakeShard(settings, 0, produce=[kafka_error(KafkaError.MSG_SIZE_TOO_LARGE)])
     with pytest.raises(RecordRejected, match=r"message\.max\.bytes"):
-        commit_batch(settings, batch(), 0)
+        commit_batch(settings, batch(), 0, pool)
     assert pool.shards[0].producer.calls[-1] == "abort" and pool.shards[0].producer.committed == []
 
 
@@ -231,7 +237,7 @@ def test_log_entries_older_than_the_kept_ones_are_deleted(settings, pool, monkey
     monkeypatch.setattr(coordinator, "LOG_ENTRIES_KEPT", 2)
     pool.shards[0] = FakeShard(settings, 0)
     for batch_id in range(4):
-        commit_batch(settings, batch(), batch_id)
+        commit_batch(settings, batch(), batch_id, pool)
     assert SinkLog(settings.checkpoint, settings.sink_id).batch_ids() == [2, 3]
 
 
@@ -245,9 +251,9 @@ def test_the_metrics_count_what_was_committed_and_nothing_else(settings, pool):
                                                     kafka_error(abort=True)])
     mixed = pa.table({"topic": ["out", "out", "dead"], "key": [b"a", b"b", b"c"], "value": [b"{}"] * 3},
                      schema=RECORDS_SCHEMA)
-    commit_batch(settings, mixed, 5)  # a time-out retried, then an abort tried again: 2 retries
-    commit_batch(settings, batch(rows=2), 6)
-    commit_batch(settings, batch(rows=2), 6)  # found committed: counts as nothing
+    commit_batch(settings, mixed, 5, pool)  # a time-out retried, then an abort tried again: 2 retries
+    commit_batch(settings, batch(rows=2), 6, pool)
+    commit_batch(settings, batch(rows=2), 6, pool)  # found committed: counts as nothing
     sink = {"sink_id": "metrics-unit"}
     assert metric("eos_sink_records_published_total", **sink, topic="out") == 4
     assert metric("eos_sink_records_published_total", **sink, topic="dead") == 1
@@ -261,7 +267,7 @@ def test_the_metrics_count_what_was_committed_and_nothing_else(settings, pool):
 
     pool.shards[0] = FakeShard(settings, 0, begin=[kafka_error(KafkaError._FENCED, fatal=True)])
     with pytest.raises(ProducerFenced):
-        commit_batch(settings, batch(), 7)
+        commit_batch(settings, batch(), 7, pool)
     assert metric("eos_sink_commit_failures_total", **sink) == 1 and metric("eos_sink_fenced_total", **sink) == 1
     assert metric("eos_sink_records_published_total", **sink, topic="out") == 4
 
@@ -272,7 +278,7 @@ def test_a_marker_past_the_batch_fails_it_and_publishes_nothing(settings, pool):
     settings = replace(settings, shards=2)
     pool.shards[0], pool.shards[1] = FakeShard(settings, 0, published=4), FakeShard(settings, 1, published=9)
     with pytest.raises(CheckpointBehindOutput, match=r"batch 4 is planned by .* already published batch 9 \(shard 1"):
-        commit_batch(settings, batch(rows=4, shards=2), 4)
+        commit_batch(settings, batch(rows=4, shards=2), 4, pool)
     assert pool.shards[0].producer.calls == [] and pool.shards[1].producer.calls == []
     assert SinkLog(settings.checkpoint, settings.sink_id).read(4) is None
 
@@ -286,9 +292,9 @@ def test_a_marker_at_the_batch_from_other_source_offsets_is_a_checkpoint_behind_
     pool.shards[0] = FakeShard(settings, 0, published=3)
     pool.shards[0].published_offsets = "0123456789abcdef"
     with pytest.raises(CheckpointBehindOutput, match="already published batch 3 from other source offsets"):
-        commit_batch(settings, batch(), 3)
+        commit_batch(settings, batch(), 3, pool)
     pool.shards[0].published_offsets = coordinator.offsets_digest({"sources": [{"events": {"0": 10}}]})
-    assert commit_batch(settings, batch(), 3).status == COMMITTED
+    assert commit_batch(settings, batch(), 3, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
 
@@ -297,7 +303,7 @@ def test_a_published_batch_carries_its_source_offsets_in_its_marker(settings, po
     offsets.mkdir(parents=True)
     (offsets / "0").write_text('v1\n{}\n{"events":{"0":7}}\n')
     pool.shards[0] = FakeShard(settings, 0)
-    commit_batch(settings, batch(), 0)
+    commit_batch(settings, batch(), 0, pool)
     (transaction,) = pool.shards[0].producer.committed
     marker = json.loads(transaction[-1][2])
     assert marker["format"] == 1 and marker["batch_id"] == 0
@@ -311,16 +317,16 @@ def test_a_rerun_with_other_records_is_reported_naming_batch_and_shards(settings
     settings = replace(settings, shards=2, sink_id="rerun-unit")
     pool.shards[0], pool.shards[1] = FakeShard(settings, 0), FakeShard(settings, 1, commit=[kafka_error()])
     with pytest.raises(CommitFailed):
-        commit_batch(settings, batch(rows=4, shards=2), 5)  # shard 0 committed, shard 1 failed
+        commit_batch(settings, batch(rows=4, shards=2), 5, pool)  # shard 0 committed, shard 1 failed
     assert pool.shards[0].published == 5
     before = metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit")
-    entry = commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5)
+    entry = commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5, pool).entry
     assert entry.status == COMMITTED
     assert metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit") == before + 1
     (line,) = [r.getMessage() for r in caplog.records if "not deterministic" in r.getMessage()]
     assert "batch 5" in line and "shards [0, 1]" in line and "two computations" in line
     caplog.clear()
-    commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5)  # the same again: silent
+    commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5, pool)  # the same again: silent
     assert not [r for r in caplog.records if "not deterministic" in r.getMessage()]
 
 
@@ -328,8 +334,8 @@ def test_a_rerun_with_the_same_records_in_another_order_is_not_reported(settings
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error()])
     table = batch(rows=5)
     with pytest.raises(CommitFailed):
-        commit_batch(settings, table, 2)
-    assert commit_batch(settings, table.take([4, 3, 2, 1, 0]), 2).status == COMMITTED
+        commit_batch(settings, table, 2, pool)
+    assert commit_batch(settings, table.take([4, 3, 2, 1, 0]), 2, pool).entry.status == COMMITTED
     assert not [r for r in caplog.records if "not deterministic" in r.getMessage()]
 
 
@@ -340,9 +346,9 @@ def test_source_offsets_that_go_back_fail_the_batch_naming_the_partition(setting
     (offsets / "2").write_text('v1\n{}\n{"events":{"0":12,"1":5,"2":3}}\n')  # a partition added: fine
     (offsets / "3").write_text('v1\n{}\n{"events":{"0":4,"2":3}}\n')
     pool.shards[0] = FakeShard(settings, 0)
-    commit_batch(settings, batch(), 0)
-    commit_batch(settings, batch(), 2)  # batch 1 was empty: compared with batch 0
+    commit_batch(settings, batch(), 0, pool)
+    commit_batch(settings, batch(), 2, pool)  # batch 1 was empty: compared with batch 0
     with pytest.raises(SourceOffsetsWentBack, match=r"events/0 went back from 12 to 4; events/1 \(at 5\) is gone"):
-        commit_batch(settings, batch(), 3)
+        commit_batch(settings, batch(), 3, pool)
     assert SinkLog(settings.checkpoint, settings.sink_id).read(3) is None
     assert len(pool.shards[0].producer.committed) == 2

@@ -139,3 +139,36 @@ def test_the_job_runs_without_its_tools(tmp_path: Path) -> None:
     listed = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
     usage = "usage: {{ cookiecutter.package_name }} [-h] {run,status,savepoint,state,topics,config}"
     assert listed.stdout.startswith(usage), listed.stdout
+
+
+def _layout_section() -> str:
+    readme = (PACKAGE_DIR.parents[1] / "README.md").read_text()
+    return readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_layout_names_every_module_and_folder_and_only_those() -> None:
+    """A newcomer's map: every module and folder of the job, and the tools' folders and top-level
+    modules, have their line in the README's Layout; every name there exists."""
+    import re
+
+    import {{ cookiecutter.package_name }}_tools
+
+    layout = _layout_section()
+    named = set(re.findall(r"[\w.]+\.py|\w+/", layout))
+    tools_dir = Path({{ cookiecutter.package_name }}_tools.__file__).parent
+
+    def folder(path: Path) -> bool:
+        return path.is_dir() and path.name != "__pycache__" and not path.name.startswith(".")
+
+    def module(path: Path) -> bool:
+        return path.name not in ("__init__.py", "__main__.py")
+
+    wanted = {path.name for path in PACKAGE_DIR.rglob("*.py") if module(path)}
+    wanted |= {f"{path.name}/" for path in PACKAGE_DIR.rglob("*") if folder(path)}
+    wanted |= {path.name for path in tools_dir.glob("*.py") if module(path)}
+    wanted |= {f"{path.name}/" for path in tools_dir.iterdir() if folder(path)}
+    assert not wanted - named, f"not in the README's Layout: {sorted(wanted - named)}"
+    root = PACKAGE_DIR.parents[1]
+    existing = {path.name + ("/" if path.is_dir() else "") for path in root.rglob("*")
+                if ".venv" not in path.parts and "__pycache__" not in path.parts}
+    assert not named - existing, f"the README's Layout names what does not exist: {sorted(named - existing)}"

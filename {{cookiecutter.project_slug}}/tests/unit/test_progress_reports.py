@@ -123,6 +123,7 @@ class EndedQuery(ReportingQuery):
 @pytest.mark.parametrize("failure", [StreamingQueryException("batch 1 failed"), None])
 def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failure, caplog):
     import threading
+    from types import SimpleNamespace
 
     from {{ cookiecutter.package_name }}.config import load_config
     from {{ cookiecutter.package_name }}.runtime import runner
@@ -133,11 +134,13 @@ def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failu
     query.batch(0, rows=1000)
     query.batch(1, rows=500)
     stop = runner.StopRequested()
+    sink = SimpleNamespace(published=lambda _batch_id: None)  # nothing published by this process
+    outage = OutageTolerance(config, stop.event)
     with caplog.at_level(logging.INFO, logger=runner.__name__):
         if failure is None:
-            assert runner._supervise(query, config, stop, None, OutageTolerance(config, stop.event), threading.Event())
+            assert runner._supervise(query, sink, config, stop, None, outage, threading.Event())
         else:
             with pytest.raises(StreamingQueryException, match="batch 1 failed"):
-                runner._supervise(query, config, stop, None, OutageTolerance(config, stop.event), threading.Event())
+                runner._supervise(query, sink, config, stop, None, outage, threading.Event())
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
     assert [line.split(":")[0] for line in lines] == ["batch 0", "batch 1"], lines

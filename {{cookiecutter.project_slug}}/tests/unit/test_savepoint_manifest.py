@@ -85,7 +85,8 @@ def test_generations_give_the_sink_new_ids_and_generation_zero_keeps_the_configu
 
 def test_a_checkpoint_started_from_a_savepoint_runs_as_its_generation(tmp_path):
     config = JobConfig(checkpoint_location=str(tmp_path / "checkpoint"))
-    assert savepoints.effective_config(config) == config and savepoints.first_batch_id(config) == 0
+    assert savepoints.read_origin(config) is None
+    assert savepoints.effective_config(config) == config and savepoints.first_batch_id(None) == 0
     (tmp_path / "checkpoint").mkdir()
     offsets = json.dumps({config.input_topic: {"0": 5}})
     origin = savepoints.Origin(savepoint="file:///sp", manifest_sha256="0" * 64, generation=1,
@@ -94,8 +95,10 @@ def test_a_checkpoint_started_from_a_savepoint_runs_as_its_generation(tmp_path):
     effective = savepoints.effective_config(config)
     assert effective.sink_id == f"{config.sink_id}.g1"
     assert json.loads(effective.starting_offsets) == {config.input_topic: {"0": 5}}
-    assert savepoints.first_batch_id(config) == 8
-    assert savepoints.seed_location(config).endswith(f"/checkpoint/{savepoints.SEED_DIR}")
+    assert savepoints.read_origin(config) == origin and savepoints.apply_origin(config, origin) == effective
+    assert savepoints.first_batch_id(origin) == 8
+    assert (savepoints.seed_location(config, origin) or "").endswith(f"/checkpoint/{savepoints.SEED_DIR}")
+    assert savepoints.seed_location(config, None) is None
 
 
 def test_the_savepoint_batch_is_the_last_committed_one_unless_a_later_one_was_published(tmp_path):

@@ -78,18 +78,10 @@ def record_progress(sink_id: str, batch_id: int, input_rows: int, lag: Mapping[t
 
 
 _topics: dict[str, set[str]] = {}  # per sink id, the topics it has published to
-# Per sink id, its last published batches: batch id -> (records per topic, phase 2 seconds), for
-# the runner's batch log lines (several batches can end between two of its polls).
-RECENTLY_PUBLISHED: dict[str, dict[int, tuple[dict[str, int], float]]] = {}
-PUBLISHED_BATCHES_KEPT = 32
 
 
-def record_batch(sink_id: str, batch_id: int, published: Mapping[str, int], phase2_seconds: float) -> None:
+def record_batch(sink_id: str, published: Mapping[str, int], phase2_seconds: float) -> None:
     """A published batch (one found published before a crash counts as none)."""
-    recent = RECENTLY_PUBLISHED.setdefault(sink_id, {})
-    recent[batch_id] = (dict(published), phase2_seconds)
-    while len(recent) > PUBLISHED_BATCHES_KEPT:
-        del recent[next(iter(recent))]
     PHASE2_SECONDS.labels(sink_id).observe(phase2_seconds)
     LAST_COMMIT_TIME.labels(sink_id).set_to_current_time()
     topics = _topics.setdefault(sink_id, set())

@@ -19,7 +19,9 @@ from pyspark.sql.streaming import StreamingQuery
 from ..config import JobConfig, RestartStrategyKind
 from ..errors import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable
 from ..job import build_query
-from ..sink.coordinator import CheckpointBehindOutput, ProducerFenced, SourceOffsetsWentBack
+from ..savepoints import Origin
+from ..sink import KafkaSink
+from ..sink.coordinator import CheckpointBehindOutput, ProducerFenced, Published, SourceOffsetsWentBack
 from ..sink.formats import UnknownFormat
 from ..storage import resolve_location
 from . import metrics, preflight
@@ -105,7 +107,8 @@ def describe_progress(progress: dict, lag: dict[tuple[str, str], int] | None) ->
     )
 
 
-def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: JobConfig) -> dict:
+def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: JobConfig,
+                published: Published | None) -> dict:
     """The batch's log event: Spark's progress, and what the sink published for it (exactly-once)."""
     fields = {
         "batch_id": progress.get("batchId"),
@@ -114,13 +117,10 @@ def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: 
         "lag": None if lag is None else sum(lag.values()),
         "lag_per_partition": None if lag is None else {f"{t}/{p}": n for (t, p), n in sorted(lag.items())},
     }
-    batch_id = progress.get("batchId")
-    recent = metrics.RECENTLY_PUBLISHED.get(config.sink_id, {})
-    if isinstance(batch_id, int) and (batch := recent.get(batch_id)) is not None:
-        published, phase2_seconds = batch
-        fields.update(output_records=published.get(config.output_topic, 0),
-                      dead_letters=published.get(config.dead_letter_topic, 0),
-                      phase2_ms=round(phase2_seconds * 1000, 1))
+    if published is not None:
+        fields.update(output_records=published.records_per_topic.get(config.output_topic, 0),
+                      dead_letters=published.records_per_topic.get(config.dead_letter_topic, 0),
+                      phase2_ms=round(published.seconds * 1000, 1))
     return event("batch", **fields)
 
 
@@ -142,9 +142,11 @@ def _partitions(offsets: dict) -> dict[tuple[str, str], int]:
 
 
 def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = None,
-        until_idle_batches: int | None = None) -> None:
+        until_idle_batches: int | None = None, origin: Origin | None = None) -> None:
     """Run and supervise the query until stopped, or (with `until_idle_batches`) until that many
-    consecutive triggers found no new input after one that did (three times as many if none did)."""
+    consecutive triggers found no new input after one that did (three times as many if none did).
+    `config`: as the checkpoint runs it; `origin`: the savepoint it started from, if any
+    (savepoints.apply_origin)."""
     stop = stop or StopRequested()
     strategy = RestartStrategy.from_config(config)
     outage = OutageTolerance(config, stop.event)
@@ -160,7 +162,7 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
                           heartbeat_lost)
     heartbeat.start()
     try:
-        _run_until_stopped(spark, config, stop, until_idle_batches, strategy, outage)
+        _run_until_stopped(spark, config, origin, stop, until_idle_batches, strategy, outage)
     finally:
         heartbeat.stop()
     if lost:
@@ -173,15 +175,16 @@ def _stop_on_request(stop: StopRequested, reason: str) -> None:
         stop.event.set()
 
 
-def _run_until_stopped(spark: SparkSession, config: JobConfig, stop: StopRequested, until_idle_batches: int | None,
-                       strategy: RestartStrategy, outage: OutageTolerance) -> None:
+def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | None, stop: StopRequested,
+                       until_idle_batches: int | None, strategy: RestartStrategy, outage: OutageTolerance) -> None:
     while True:
         stopping = threading.Event()  # the sink's gate: set, no new batch publishes
-        query = build_query(spark, config, stopping).start()
+        writer, sink = build_query(spark, config, origin, stopping)
+        query = writer.start()
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
                  config.checkpoint_location)
         try:
-            if _supervise(query, config, stop, until_idle_batches, outage, stopping):
+            if _supervise(query, sink, config, stop, until_idle_batches, outage, stopping):
                 return
         except KafkaUnreachable as error:
             query.stop()
@@ -272,8 +275,8 @@ def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
         raise GaveUp(f"giving up: {gave_up}; last failure: {summary}") from error
 
 
-def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, until_idle_batches: int | None,
-               outage: OutageTolerance, stopping: threading.Event) -> bool:
+def _supervise(query: StreamingQuery, sink: KafkaSink, config: JobConfig, stop: StopRequested,
+               until_idle_batches: int | None, outage: OutageTolerance, stopping: threading.Event) -> bool:
     """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
     reports = ProgressReports()
     idle = 0
@@ -283,7 +286,7 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
     def read_reports() -> None:  # after the end too: the last batches before a stop or a failure
         nonlocal idle, seen_input
         for progress in reports.new(query):
-            _report(progress, config, outage)
+            _report(progress, config, outage, sink)
             if progress.get("numInputRows", 0) > 0:
                 seen_input, idle = True, 0
             else:
@@ -315,11 +318,13 @@ def _supervise(query: StreamingQuery, config: JobConfig, stop: StopRequested, un
         outage.watch(trigger_seconds)
 
 
-def _report(progress: dict, config: JobConfig, outage: OutageTolerance) -> None:
+def _report(progress: dict, config: JobConfig, outage: OutageTolerance, sink: KafkaSink) -> None:
     """A trigger's report: metrics, the outage watch, and a log line for a batch with input."""
     lag = lag_per_partition(progress)
     if lag is not None:
         metrics.record_progress(config.sink_id, progress["batchId"], progress.get("numInputRows", 0), lag)
     outage.batch_completed()
     if progress.get("numInputRows", 0) > 0:
-        log.info(describe_progress(progress, lag), extra=batch_event(progress, lag, config))
+        batch_id = progress.get("batchId")
+        published = sink.published(batch_id) if isinstance(batch_id, int) else None
+        log.info(describe_progress(progress, lag), extra=batch_event(progress, lag, config, published))

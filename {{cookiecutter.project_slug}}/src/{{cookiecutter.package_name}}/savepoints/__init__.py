@@ -90,26 +90,30 @@ def read_origin(config: JobConfig) -> Origin | None:
     return Origin(**json.loads(read_bytes(fs, path)))
 
 
-def effective_config(config: JobConfig) -> JobConfig:
-    """The configuration a checkpoint runs with: started from a savepoint, its generation's sink
-    id and the savepoint's offsets. Every command that reads the sink's markers goes through here."""
-    origin = read_origin(config)
+def apply_origin(config: JobConfig, origin: Origin | None) -> JobConfig:
+    """The configuration a checkpoint runs with: started from a savepoint (`origin`, read once per
+    start), its generation's sink id and the savepoint's offsets."""
     if origin is None:
         return config
     return dataclasses.replace(config, sink_id=origin.sink_id, starting_offsets=origin.starting_offsets)
 
 
-def first_batch_id(config: JobConfig) -> int:
+def effective_config(config: JobConfig) -> JobConfig:
+    """apply_origin with the checkpoint's origin: every command that reads the sink's markers
+    goes through here."""
+    return apply_origin(config, read_origin(config))
+
+
+def first_batch_id(origin: Origin | None) -> int:
     """What to add to Spark's batch id for the `batch_id` of the output records: a checkpoint
     started from a savepoint continues the numbering of the job it was taken from, so that
     batch ids on the output topics keep growing (the markers use Spark's own batch ids)."""
-    origin = read_origin(config)
     return 0 if origin is None else origin.first_batch_id
 
 
-def seed_location(config: JobConfig) -> str | None:
+def seed_location(config: JobConfig, origin: Origin | None) -> str | None:
     """The savepoint counts the checkpoint's first batch reads, or None (not from a savepoint)."""
-    if read_origin(config) is None:
+    if origin is None:
         return None
     return f"{resolve_location(config.checkpoint_location).rstrip('/')}/{SEED_DIR}"
 

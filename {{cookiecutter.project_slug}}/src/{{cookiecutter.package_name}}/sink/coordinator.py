@@ -1,6 +1,6 @@
 """Phase 2 (commit), on the driver: publish a batch whose records every task has computed.
 
-The sink calls `commit_batch(records, N)` only after batch N's execution succeeded, so the
+The sink calls `commit_batch(records, N, pool)` only after batch N's execution succeeded, so the
 state store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
 on batch N must become visible exactly once, whatever crashes.
 
@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -41,10 +42,10 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..checkpoint import batch_offsets
 from ..runtime import metrics
 from ..runtime.logs import event
-from . import faults, producers
+from . import faults
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
 from .marker import marker_key, marker_value, offsets_digest
-from .producers import CommitShard
+from .producers import CommitShard, ProducerPool
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
@@ -80,10 +81,21 @@ class SourceOffsetsWentBack(InvariantBroken):
     """The batch's source offsets are behind the previous batch's, or a partition disappeared."""
 
 
-def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch_id: int,
-                 stopping: threading.Event | None = None) -> LogEntry | None:
+@dataclass(frozen=True)
+class Published:
+    """What commit_batch did for a batch: its log entry (committed), the records it published per
+    topic (none for a batch found published before a crash) and the seconds phase 2 took."""
+
+    entry: LogEntry
+    records_per_topic: dict[str, int]
+    seconds: float
+
+
+def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch_id: int, pool: ProducerPool,
+                 stopping: threading.Event | None = None) -> Published | None:
     """`records`: the batch inline or staged (batch_records.py); an Arrow table is taken inline.
-    `stopping`: set when the job stops; a wait for another producer's transaction then gives up."""
+    `pool`: the sink's producers. `stopping`: set when the job stops; a wait for another
+    producer's transaction then gives up. None for a batch without records."""
     faults.maybe_crash(faults.BATCH_COMPUTED, batch_id)
     if isinstance(records, pa.Table):
         records = InlineRecords.of(records, settings.shards)
@@ -93,7 +105,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
     started = time.monotonic()
     published: Counter[str] = Counter()
     try:
-        shards = producers.shards_for(settings, stopping)
+        shards = pool.shards_for(settings, stopping)
 
         # Step 1. Recovery: already published before a crash?
         previous = log_.read(batch_id)
@@ -112,7 +124,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
         if previous is not None:
             compare_rerun(settings, previous, entry, [s.shard for s in shards if s.published == batch_id])
             if previous.status is COMMITTED:
-                return previous
+                return Published(previous, {}, time.monotonic() - started)
         pending = [shard for shard in shards if shard.published < batch_id]
         if pending:
             # Step 2. The log entry, before Kafka is touched.
@@ -127,17 +139,18 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
         log_.write(entry)
         faults.maybe_crash(faults.AFTER_LOG_COMMITTED, batch_id)
     except Exception as error:
-        producers.reset(settings)  # its producers' state is unknown now
+        pool.reset()  # its producers' state is unknown now
         metrics.COMMIT_FAILURES.labels(settings.sink_id).inc()
         if isinstance(error, ProducerFenced):
             metrics.FENCED.labels(settings.sink_id).inc()
         raise
-    metrics.record_batch(settings.sink_id, batch_id, published, time.monotonic() - started)
+    seconds = time.monotonic() - started
+    metrics.record_batch(settings.sink_id, published, seconds)
     # Step 6.
     log_.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
     if records.staged:
         forget_staged(settings.checkpoint, settings.sink_id, batch_id)
-    return entry
+    return Published(entry, dict(published), seconds)
 
 
 def check_markers_not_ahead(settings: SinkSettings, shards: list[CommitShard], batch_id: int, offsets: str) -> None:

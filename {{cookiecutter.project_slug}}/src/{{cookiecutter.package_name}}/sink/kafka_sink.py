@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,8 @@ from .batch_records import (
     result_too_large,
     staging_location,
 )
-from .coordinator import commit_batch
+from .coordinator import Published, commit_batch
+from .producers import ProducerPool
 from .settings import SinkSettings
 
 if TYPE_CHECKING:
@@ -65,7 +67,11 @@ class StoppingBeforeBatch(Exception):
 
 class KafkaSink:
     """A `foreachBatch` function. Everything is derived from the settings and the batch id,
-    so a batch that Spark runs again after a crash publishes the same records."""
+    so a batch that Spark runs again after a crash publishes the same records. It owns its
+    producers (one per commit shard, kept from batch to batch) and remembers what it published
+    for the last few batches, for the runner's log lines."""
+
+    BATCHES_REMEMBERED = 32  # several batches can end between two of the runner's polls
 
     def __init__(self, settings: SinkSettings, guarantee: Guarantee, encode: Encoder, read_back: ReadBack | None = None,
                  stopping: threading.Event | None = None) -> None:
@@ -74,6 +80,12 @@ class KafkaSink:
         self.encode = encode
         self.read_back = read_back
         self.stopping = stopping  # set by the runner: the job stops, no new batch starts publishing
+        self.pool = ProducerPool()
+        self._published: OrderedDict[int, Published] = OrderedDict()
+
+    def published(self, batch_id: int) -> Published | None:
+        """What the exactly-once protocol published for a recent batch, if it ran here."""
+        return self._published.get(batch_id)
 
     def __call__(self, output: DataFrame, batch_id: int) -> None:
         if self.stopping is not None and self.stopping.is_set():
@@ -99,7 +111,10 @@ class KafkaSink:
                 read_back = compute(for_commit(more, self.settings.shards), self.settings, batch_id, "read-back")
                 batch = CombinedRecords([computed, read_back])
             # Phase 2, on the driver, once every task of the batch succeeded.
-            commit_batch(self.settings, batch, batch_id, self.stopping)
+            if (published := commit_batch(self.settings, batch, batch_id, self.pool, self.stopping)) is not None:
+                self._published[batch_id] = published
+                while len(self._published) > self.BATCHES_REMEMBERED:
+                    self._published.popitem(last=False)
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
 
     def _read_back(self, spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:

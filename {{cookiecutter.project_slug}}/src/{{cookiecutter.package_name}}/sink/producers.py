@@ -1,5 +1,4 @@
-"""The driver's transactional producers, one per commit shard, kept for the life of the
-driver's Python process so that `init_transactions` (which fences an older driver) runs once."""
+"""The driver's transactional producers, one per commit shard, in a pool the sink owns."""
 
 from __future__ import annotations
 
@@ -36,34 +35,37 @@ class CommitShard:
         self.published_offsets = ""  # the digest of the published batch's source offsets (marker.offsets_digest)
 
 
-_pool: dict[tuple[str, str, int], CommitShard] = {}
+class ProducerPool:
+    """The sink's commit shards, owned by the sink (KafkaSink) and kept from batch to batch so
+    that `init_transactions`, which fences an older driver, runs once per shard."""
 
+    def __init__(self) -> None:
+        self._shards: dict[tuple[str, str, int], CommitShard] = {}
 
-def shards_for(settings: SinkSettings, stopping: threading.Event | None = None) -> list[CommitShard]:
-    """The sink's shards; a new one starts its producer and reads its marker (settled: waiting for
-    another producer's open transaction on the marker topic, within its tolerance)."""
-    keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
-    missing = [key for key in keys if key not in _pool]
-    if missing:
-        ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
-        for key in missing:
-            _pool[key] = CommitShard(settings, key[2])
-        wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds, stopping)
-        markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
-                                     settings.client, wait=wait)
-        for key in missing:
-            if (marker := markers.get(key[2])) is not None:
-                _pool[key].published, _pool[key].published_offsets = marker.batch_id, marker.source_offsets
-    return [_pool[key] for key in keys]
+    def shards_for(self, settings: SinkSettings, stopping: threading.Event | None = None) -> list[CommitShard]:
+        """The sink's shards; a new one starts its producer and reads its marker (settled: waiting
+        for another producer's open transaction on the marker topic, within its tolerance)."""
+        keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
+        missing = [key for key in keys if key not in self._shards]
+        if missing:
+            ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
+            for key in missing:
+                self._shards[key] = CommitShard(settings, key[2])
+            wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds, stopping)
+            markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
+                                         settings.client, wait=wait)
+            for key in missing:
+                if (marker := markers.get(key[2])) is not None:
+                    self._shards[key].published = marker.batch_id
+                    self._shards[key].published_offsets = marker.source_offsets
+        return [self._shards[key] for key in keys]
 
-
-def reset(settings: SinkSettings) -> None:
-    """Forget the sink's producers (after a failed commit their state is unknown, or as after a
-    driver restart): the next batch starts new ones, which read the markers again."""
-    for shard in range(settings.shards):
-        stale = _pool.pop((settings.bootstrap_servers, settings.transactional_id(shard), shard), None)
-        if stale is not None:
-            stale.producer.flush(0)
+    def reset(self) -> None:
+        """Forget every producer (after a failed commit their state is unknown, or as after a
+        driver restart): the next batch starts new ones, which read the markers again."""
+        stale, self._shards = self._shards, {}
+        for shard in stale.values():
+            shard.producer.flush(0)
 
 
 def fence(settings: SinkSettings) -> None:

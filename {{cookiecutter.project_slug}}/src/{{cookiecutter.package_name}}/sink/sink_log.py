@@ -80,9 +80,14 @@ class SinkLogConflict(RuntimeError):
 
 
 class SinkLog:
+    """The sink's log of one checkpoint. Its directory is listed once per instance (the
+    coordinator makes one per batch, and is the log's only writer), then kept up to date by
+    this instance's own writes and deletions: a batch's commit lists it once, not per step."""
+
     def __init__(self, checkpoint: str, sink_id: str) -> None:
         self.fs, base = filesystem(checkpoint)
         self.directory = f"{base}/{sink_dir(sink_id)}/log"
+        self._batch_ids: set[int] | None = None
 
     def _path(self, batch_id: int) -> str:
         return f"{self.directory}/{batch_id}.json"
@@ -92,7 +97,7 @@ class SinkLog:
         empty or cut short by a power loss on a disk that lied about its writes): the batch
         markers in Kafka then decide whether N was published, as they do for a missing entry."""
         path = self._path(batch_id)
-        if not exists(self.fs, path):
+        if batch_id not in self._listed() or not exists(self.fs, path):
             return None
         data = read_bytes(self.fs, path)
         try:
@@ -118,21 +123,29 @@ class SinkLog:
             raise RuntimeError(f"sink log: batch {entry.batch_id} is already committed; refusing to overwrite it")
         if self.fs.type_name != "s3":
             write_atomic(self.fs, path, entry.to_json())
-            return
-        try:
-            object_store.put_if_unchanged(path, entry.to_json(), seen)
-        except object_store.ConditionalWriteFailed as error:
-            raise SinkLogConflict(f"sink log: batch {entry.batch_id}: {error}; is another job running with this "
-                                  "sink_id?") from None
+        else:
+            try:
+                object_store.put_if_unchanged(path, entry.to_json(), seen)
+            except object_store.ConditionalWriteFailed as error:
+                raise SinkLogConflict(f"sink log: batch {entry.batch_id}: {error}; is another job running with "
+                                      "this sink_id?") from None
+        self._listed().add(entry.batch_id)
+
+    def _listed(self) -> set[int]:
+        if self._batch_ids is None:
+            self._batch_ids = {int(name.split(".")[0]) for name in list_names(self.fs, self.directory)
+                               if name.endswith(".json") and name.split(".")[0].isdigit()}
+        return self._batch_ids
 
     def batch_ids(self) -> list[int]:
-        return sorted(int(name.split(".")[0]) for name in list_names(self.fs, self.directory) if name.endswith(".json"))
+        return sorted(self._listed())
 
     def forget_before(self, batch_id: int) -> None:
         """Delete the entries of batches before `batch_id`: the markers and commits/N settle them."""
         for old in self.batch_ids():
             if old < batch_id:
                 self.fs.delete_file(self._path(old))
+                self._listed().discard(old)
 
     def latest_before(self, batch_id: int) -> LogEntry | None:
         """The newest readable entry of a batch before `batch_id` (an empty batch writes none)."""

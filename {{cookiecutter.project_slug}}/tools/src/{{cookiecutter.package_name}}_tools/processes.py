@@ -87,6 +87,26 @@ def field_kib(pid: int, field: str = "VmHWM", source: str = "status") -> int | N
     return None
 
 
+def disposable_job_settings(bootstrap_servers: str, topics: dict[str, str], sink_id: str, transactional_id_prefix: str,
+                            guarantee: str, checkpoint_location: str) -> dict[str, str]:
+    """The settings of a job that a test or the chaos runner starts and throws away:
+    its own topics (`input_topic`, `output_topic`, `dead_letter_topic`, `marker_topic`), short
+    triggers and restart delays, two shuffle partitions, no UI and no metrics endpoint."""
+    return {
+        "bootstrap_servers": bootstrap_servers,
+        **topics,
+        "sink_id": sink_id,
+        "transactional_id_prefix": transactional_id_prefix,
+        "delivery_guarantee": guarantee,
+        "checkpoint_location": checkpoint_location,
+        "trigger_interval_seconds": "0.5",
+        "shuffle_partitions": "2",
+        "ui_port": "0",
+        "metrics_port": "0",
+        "restart_delay_seconds": "1",
+    }
+
+
 def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_path: Path,
               env: dict[str, str] | None = None, launcher: list[str] | None = None) -> subprocess.Popen:
     """Run the job's own CLI (`python -m <package> <arguments> --set option=value ...`, or through

@@ -40,7 +40,7 @@ def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_commit
 def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
                    ) -> list[tuple[int, int, bytes | None]]:
     """Every committed record as (partition, offset, value): where the input put each event."""
-    return [(message.partition(), message.offset(), message.value())
+    return [(message.partition() or 0, message.offset() or 0, message.value())
             for message in _read(bootstrap_servers, topic, "read_committed", timeout, SETTLE_SECONDS)]
 
 
@@ -49,7 +49,7 @@ def batch_header_mismatches(bootstrap_servers: str, topic: str) -> list[str]:
     mismatches = []
     for message in _read(bootstrap_servers, topic, "read_committed", 60.0, SETTLE_SECONDS):
         header = dict(message.headers() or []).get("batch_id")
-        value = json.loads(message.value())["batch_id"]
+        value = json.loads(message.value() or b"null")["batch_id"]
         if header is None or int(header) != value:
             mismatches.append(f"{topic}/{message.partition()}@{message.offset()}: header {header!r}, value {value}")
     return mismatches
@@ -119,8 +119,8 @@ def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic:
     known to be left open."""
     published = Published()
     for _key, value in read_topic(bootstrap_servers, output_topic, settle=settle):
-        record = json.loads(value)
+        record = json.loads(value or b"null")
         published.counts[record["key"]].append((record["batch_id"], record["count"]))
-    published.dead_letters = [json.loads(value)
+    published.dead_letters = [json.loads(value or b"null")
                               for _key, value in read_topic(bootstrap_servers, dead_letter_topic, settle=settle)]
     return published

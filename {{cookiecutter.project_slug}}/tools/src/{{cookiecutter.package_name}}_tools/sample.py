@@ -7,7 +7,7 @@ import json
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -77,7 +77,7 @@ def sample_keys(key_type: str, filter_expression: str) -> list[object]:
 
 
 def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str, keep: Keep,
-                malformed_rate: float = 0.0, keys: list[object] | None = None) -> SampleInput:
+                malformed_rate: float = 0.0, keys: Sequence[object] | None = None) -> SampleInput:
     """`count` events of the schema, keys skewed (the first keys are far more frequent), a share
     of malformed records. The expected counts are those of the events that `keep` (the job's
     filter, evaluated apart from the job: `spark_filter`) lets through."""
@@ -155,6 +155,6 @@ def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions:
     failures: list[str] = []
     for i, value in enumerate(values):
         produce_one(producer, topic, value, partition=i % partitions if partitions else None,
-                    on_delivery=lambda e, _m: e and failures.append(str(e)))
+                    on_delivery=lambda e, _m: failures.append(str(e)) if e else None)
     if producer.flush(60) or failures:
         raise RuntimeError(f"producing sample events failed: {failures[:3]}")

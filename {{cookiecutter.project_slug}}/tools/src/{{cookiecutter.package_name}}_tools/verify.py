@@ -90,3 +90,12 @@ def verify_batches(verdict: Verdict, published: Published, records: Iterable[tup
                                         f"that batch says {expected[key]}")
         previous = expected
     return verdict
+
+
+def judge(published: Published, expected_counts: dict[str, int], malformed_values: list[bytes],
+          records: Iterable[tuple[int, int, bytes | None]], counted_key: Callable[[bytes | None], str | None],
+          batch_ends: dict[int, dict[int, int]]) -> Verdict:
+    """The whole verdict on a run, as the tests and the chaos runner give it: the final counts and
+    the dead letters (verify), then every intermediate count batch by batch (verify_batches)."""
+    return verify_batches(verify(published, expected_counts, malformed_values), published, records, counted_key,
+                          batch_ends)

@@ -113,6 +113,7 @@ class Contender:
 
     def _kill_tree(self, family: list[int]) -> None:
         """SIGKILL the contender's process group and every process found below it."""
+        assert self.process is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         for pid in family:

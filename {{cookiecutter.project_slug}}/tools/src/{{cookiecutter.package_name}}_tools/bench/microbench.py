@@ -69,6 +69,7 @@ def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, work
     )
     per_batch: list[dict[str, float]] = []
     first = None
+    pool = producers.ProducerPool()
     try:
         for batch_id in range(batches + 1):
             table = _rows(rows, batch_id, output, shards)
@@ -76,7 +77,7 @@ def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, work
             with (_timed(sink_log.SinkLog, "write", spent), _timed(coordinator, "publish", spent),
                   _timed(coordinator, "_commit", spent)):
                 started = time.perf_counter()
-                coordinator.commit_batch(settings, table, batch_id)
+                coordinator.commit_batch(settings, table, batch_id, pool)
                 total = time.perf_counter() - started
             timing = {
                 "commit": total,
@@ -90,7 +91,7 @@ def commit_microbench(bootstrap: str, rows: int, shards: int, batches: int, work
             else:
                 per_batch.append(timing)
     finally:
-        producers.reset(settings)
+        pool.reset()
         delete_topics(bootstrap, [output, markers])
     publish = [t["produce"] + t["kafka_commit"] for t in per_batch]
     return {

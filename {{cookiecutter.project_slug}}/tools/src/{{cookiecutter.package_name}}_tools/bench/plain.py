@@ -28,7 +28,7 @@ def rebuild_counts(bootstrap: str, topic: str) -> tuple[dict[str, int], int]:
     counts: dict[str, int] = {}
     batch = -1
     for _key, value in read_topic(bootstrap, topic):
-        record = json.loads(value)
+        record = json.loads(value or b"null")
         counts[record["key"]] = max(counts.get(record["key"], 0), record["count"])
         batch = max(batch, record.get("batch_id", -1))
     return counts, batch
@@ -75,15 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         while not stop.is_set():
             for message in consumer.consume(num_messages=5000, timeout=0.02):
-                if message.error() is not None:
-                    if message.error().code() == KafkaError._PARTITION_EOF:
+                if (error := message.error()) is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
                         continue
-                    raise KafkaException(message.error())
+                    raise KafkaException(error)
                 if not consumed:
                     window_started = time.monotonic()  # a transaction's window opens with its first record
                 consumed += 1
                 try:
-                    key = json.loads(message.value()).get(key_field)
+                    key = json.loads(message.value() or b"null").get(key_field)
                 except (ValueError, AttributeError):
                     continue  # the benchmark's input has no malformed records
                 if not isinstance(key, str) or key == excluded:

@@ -57,7 +57,7 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
             changes = job.count_by_key(events, config)
             writer = changes.frame.writeStream.format("noop").outputMode(changes.output_mode)
         else:
-            writer = job.write_changes(job.count_by_key(events, config), config)
+            writer, _sink = job.write_changes(job.count_by_key(events, config), config, origin=None)
         query = (writer.option("checkpointLocation", config.checkpoint_location)
                  .trigger(availableNow=True).start())
         query.awaitTermination()

@@ -80,15 +80,15 @@ def provide_kafka(workdir: Path | None = None, provider: str | None = None) -> I
                 )
         return
     with tempfile.TemporaryDirectory(prefix="kafka-local-", dir=workdir) as scratch:
-        broker = LocalKafkaBroker(Path(scratch))
-        broker.start()
+        local = LocalKafkaBroker(Path(scratch))
+        local.start()
 
         def restart() -> None:
-            broker.kill()
-            broker.start()
+            local.kill()
+            local.start()
 
         try:
-            yield KafkaHandle("process", broker.bootstrap_servers, restart_broker=restart,
-                              sasl_bootstrap_servers=broker.sasl_bootstrap_servers)
+            yield KafkaHandle("process", local.bootstrap_servers, restart_broker=restart,
+                              sasl_bootstrap_servers=local.sasl_bootstrap_servers)
         finally:
-            broker.stop()
+            local.stop()

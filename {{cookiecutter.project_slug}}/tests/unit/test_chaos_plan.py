@@ -1,0 +1,71 @@
+"""The chaos runner's plan and verdict line: a seed gives one schedule, whatever the process."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from collections import Counter
+
+from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.chaos import PROFILES, VERDICT_LINE
+from {{ cookiecutter.package_name }}_tools.chaos.plan import BROKER, KILL, S3, WORKER, make_plan, room_for
+from {{ cookiecutter.package_name }}_tools.chaos.verdict import Tally, counted_key, expectation, verdict_line
+from {{ cookiecutter.package_name }}_tools.verify import Verdict
+
+QUICK, LONG = PROFILES["quick"], PROFILES["long"]
+
+
+def described(seed: int, **options: bool) -> list[str]:
+    return [plan.describe() for plan in make_plan(LONG, random.Random(seed), faults.POINTS, **options)]
+
+
+def test_a_seed_gives_the_same_plan_in_another_process():
+    script = ("import random; from {{ cookiecutter.package_name }}.sink import faults; "
+              "from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES, make_plan; "
+              "print([p.describe() for p in make_plan(PROFILES['long'], random.Random(7), faults.POINTS)])")
+    other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": "12345", "PATH": ""}).stdout.strip()
+    assert other == str(described(7))
+
+
+def test_other_seeds_give_other_plans():
+    assert len({tuple(described(seed)) for seed in range(1, 6)}) == 5
+
+
+def test_every_fault_point_ends_a_run_once_per_round_and_the_external_kills_come_on_top():
+    plans = make_plan(LONG, random.Random(3), faults.POINTS)
+    ends = Counter(plan.end for plan in plans)
+    assert ends == {**{point: LONG.fault_rounds for point in faults.POINTS}, KILL: LONG.external_kills}
+
+
+def test_disruptions_go_to_fault_runs_other_than_the_last_and_faults_leave_room_for_them():
+    for seed in range(20):
+        plans = make_plan(QUICK, random.Random(seed), faults.POINTS, cluster=True)
+        kinds = Counter(kind for plan in plans for kind, _ in plan.disruptions)
+        assert kinds == {WORKER: QUICK.worker_kills, BROKER: QUICK.broker_restarts, S3: QUICK.s3_restarts}
+        assert not plans[-1].disruptions
+        for plan in plans:
+            assert plan.end != KILL or not plan.disruptions
+            assert plan.fault_ahead - room_for(plan.disruptions) in (1, 2)
+
+
+def test_no_worker_kill_is_planned_for_a_job_that_runs_no_python_worker_and_no_s3_restart_without_a_cluster():
+    plans = make_plan(QUICK, random.Random(1), faults.POINTS, cluster=False, python_workers=False)
+    assert {kind for plan in plans for kind, _ in plan.disruptions} == {BROKER}
+
+
+def test_the_expectation_counts_the_kept_well_formed_records_and_the_malformed_ones_as_dead_letters():
+    malformed = {b"{broken"}
+    values: list[bytes | None] = [b'{"k": "a"}', b'{"k": "orange"}', b"{broken", b'{"k": "a"}', None, b'{"k": "b"}']
+    counts, dead = expectation(values, counted_key("k", malformed), malformed)
+    assert (counts, dead) == ({"a": 2, "b": 1}, [b"{broken"])
+
+
+def test_the_verdict_line_is_the_one_the_tests_parse():
+    line = verdict_line(5, "exactly-once", 100, Tally(kills=6, faults=5, broker_restarts=1), Verdict(lost=2))
+    match = VERDICT_LINE.match(line)
+    assert match is not None, line
+    assert match.groupdict() == {"seed": "5", "guarantee": "exactly-once", "records": "100", "kills": "6",
+                                 "broker_restarts": "1", "faults": "5", "lost": "2", "duplicated": "0",
+                                 "dead_letter_ok": "true"}

@@ -1,0 +1,398 @@
+"""The chaos runner: starts the job again and again from its checkpoint, each run ending as the
+plan says (a fault point, an external SIGKILL, or a clean stop once the input is drained), with
+the planned disruptions inside the runs, then reads the output back for the verdict."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from ..kafka_io import create_topics
+from ..processes import descendants, disposable_job_settings, start_job
+from . import disruptions
+from .disruptions import BROKER_LOCK, SECRET_VARIABLE, ClusterSetup
+from .input import QUIET, InputProducer, end_offsets
+from .plan import BROKER, KILL, S3, WORKER, Profile, RunPlan, make_plan, room_for
+from .report import Reporter
+from .verdict import EXCLUDED_KEY, Tally, judge_run, retried, verdict_line
+
+
+def _faults() -> Any:
+    """sink/faults.py, imported only when used: importing the sink package imports pyspark."""
+    from {{ cookiecutter.package_name }}.sink import faults
+
+    return faults
+
+
+class Chaos:
+    def __init__(self, kafka: Any, profile: Profile, guarantee: str, seed: int, workdir: Path,
+                 say: Reporter, cluster: ClusterSetup | None = None) -> None:
+        from {{ cookiecutter.package_name }}.config import JobConfig
+
+        self.kafka, self.profile, self.guarantee, self.seed = kafka, profile, guarantee, seed
+        self.workdir, self.say = workdir, say
+        self.rng = random.Random(seed)
+        self.bootstrap_servers = kafka.bootstrap_servers
+        self.key_field = JobConfig().key_field
+        suffix = f"{seed}-{uuid.uuid4().hex[:6]}"
+        self.input_topic, self.output_topic = f"chaos-events-{suffix}", f"chaos-counts-{suffix}"
+        self.dead_letter_topic, self.marker_topic = f"chaos-dead-{suffix}", f"chaos-markers-{suffix}"
+        self.sink_id = f"chaos-{suffix}"
+        self.cluster = cluster
+        self.checkpoint_location = (f"s3a://{cluster.bucket}/checkpoints/{self.sink_id}" if cluster
+                                    else str(workdir / "checkpoint"))
+        self.fault_log = workdir / "faults.log"
+        self.tally = Tally()
+        self.input_end: dict[int, int] | None = None
+        self.last_reported = -1
+        self.finished = False
+        self.current: subprocess.Popen | None = None
+        self.deadline = time.monotonic() + profile.deadline
+
+    # -- settings and checkpoint ---------------------------------------------------------
+    def settings(self, plan: RunPlan) -> dict[str, str]:
+        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic,
+                  "dead_letter_topic": self.dead_letter_topic, "marker_topic": self.marker_topic}
+        s3 = self.cluster.s3_settings("${" + SECRET_VARIABLE + "}") if self.cluster else {}
+        return {
+            **disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, "chaos", self.guarantee,
+                                      self.checkpoint_location),
+            "filter": f"`{self.key_field}` != '{EXCLUDED_KEY}'",
+            "max_offsets_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
+                                           else self.profile.max_offsets_per_trigger),
+            "restart_strategy": "fixed-delay",
+            "restart_attempts": "1000",
+            **{f"s3.{name}": value for name, value in s3.items()},
+        }
+
+    def committed(self) -> list[int]:
+        from {{ cookiecutter.package_name }}.checkpoint import committed_batches
+        from {{ cookiecutter.package_name }}.storage import resolve_location
+
+        try:
+            return committed_batches(resolve_location(self.checkpoint_location))
+        except OSError:  # a directory listed while Spark renames into it
+            return []
+
+    def last_committed(self) -> int:
+        committed = self.committed()
+        return committed[-1] if committed else -1
+
+    def drained(self, producer: InputProducer) -> bool:
+        """Every input record is in a committed batch: its end offsets are the input's end."""
+        from {{ cookiecutter.package_name }}.checkpoint import input_offsets
+        from {{ cookiecutter.package_name }}.storage import resolve_location
+
+        if not producer.done.is_set():
+            return False
+        if self.input_end is None:
+            try:
+                self.input_end = end_offsets(self.bootstrap_servers, self.input_topic)
+            except Exception:  # noqa: BLE001 - the broker may be restarting: ask again later
+                return False
+        last = self.last_committed()
+        if last < 0:
+            return False
+        try:
+            offsets = input_offsets(resolve_location(self.checkpoint_location), last, self.input_topic)
+        except (OSError, ValueError):
+            return False
+        if not offsets:
+            return False
+        return all(offsets.get(str(p), 0) >= end for p, end in self.input_end.items())
+
+    def report_progress(self, force: bool = False) -> None:
+        last = self.last_committed()
+        if last != self.last_reported or force:
+            self.last_reported = last
+            self.say(f"  batches committed so far: {last + 1} (last batch {last})")
+
+    def fired(self) -> list[str]:
+        return self.fault_log.read_text().splitlines() if self.fault_log.exists() else []
+
+    # -- one run of the job ----------------------------------------------------------------
+    def start_job(self, plan: RunPlan) -> tuple[subprocess.Popen, Path, int | None]:
+        faults = _faults()
+        env: dict[str, str] = {}
+        fault_batch = None
+        if plan.end is not None and plan.end in faults.POINTS:
+            fault_batch = self.last_committed() + plan.fault_ahead
+            env[faults.POINT_VARIABLE] = plan.end
+            env[faults.BATCH_VARIABLE] = str(fault_batch)
+            env[faults.LOG_VARIABLE] = str(self.fault_log)
+        self.tally.runs += 1
+        log_path = self.workdir / f"run-{self.tally.runs}.log"
+        launcher = None
+        if self.cluster is not None:
+            launcher, cluster_env = self.cluster.submission(self.checkpoint_location, sys.executable)
+            env.update(cluster_env)
+        process = start_job(["run"], self.settings(plan), self.workdir, log_path, env, launcher)
+        return process, log_path, fault_batch
+
+    def disrupt(self, kind: str, process: subprocess.Popen, patient: bool) -> str | None:
+        """One disruption inside a run: its victim, or None when it must be tried again later."""
+        run = f"run {self.tally.runs}"
+        if kind == WORKER and self.cluster is not None:
+            index, killed = self.cluster.kill_spark_worker(self.rng)
+            self.tally.worker_kills += 1
+            self.say(f"{run}: SIGKILL of Spark worker {index} and its executor (pids {killed}); "
+                     "the worker registered again 3s later")
+            return f"worker {index}"
+        if kind == WORKER:
+            victim = disruptions.kill_python_worker(process.pid, self.rng, patient=patient)
+            if victim:
+                self.tally.worker_kills += 1
+                self.say(f"{run}: SIGKILL of a Python worker alone: {victim}")
+            elif not patient:  # e.g. exactly-once without a TTL: the whole pipeline is in the JVM
+                victim = "none"
+                self.say(f"{run}: no Python worker to kill: this job runs none")
+            return victim
+        if kind == S3:
+            assert self.cluster is not None
+            self.say("kill -9 of the S3 server; restarting it on the same data")
+            seconds = self.cluster.restart_s3()
+            self.tally.s3_restarts += 1
+            self.say(f"S3 server serving again after 3s down and {seconds:.1f}s to start")
+            return "s3"
+        assert kind == BROKER, kind
+        self.say("kill -9 of the Kafka broker; restarting it on the same data")
+        took = disruptions.restart_broker(self.kafka)
+        if took is None:
+            self.say(f"broker restart skipped: provider {self.kafka.provider} cannot restart its broker")
+        else:
+            self.tally.broker_restarts += 1
+            self.say(f"broker serving again after {took:.1f}s")
+        return "broker"
+
+    def kill_driver(self, process: subprocess.Popen, below: dict[int, tuple[int, int]]) -> None:
+        disruptions.kill_driver(process, below)
+
+    def stop_drained(self, process: subprocess.Popen, below: dict[int, tuple[int, int]]) -> None:
+        """The input is drained: SIGTERM to the driver, which stops at a batch boundary."""
+        self.say(f"run {self.tally.runs}: input drained; SIGTERM (stops at a batch boundary)")
+        # The Python driver, not spark-submit's JVM: it must outlive the stop.
+        os.kill(disruptions.python_driver(process, cluster=self.cluster is not None), signal.SIGTERM)
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.say(f"run {self.tally.runs}: did not stop within 120s after SIGTERM: SIGKILL")
+            self.kill_driver(process, below)
+
+    def execute(self, plan: RunPlan, producer: InputProducer) -> RunPlan | None:
+        """Run the job once as planned; return what remains to be done (a fault that did not
+        fire, disruptions that did not happen), if anything."""
+        faults = _faults()
+        before = self.last_committed()
+        fired_before = len(self.fired())
+        process, log_path, fault_batch = self.start_job(plan)
+        self.current = process
+        self.say(f"run {self.tally.runs} (pid {process.pid}): {plan.describe()}"
+                 + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
+                 + f"; log {log_path.name}")
+        watch = RunWatch(self, plan, process, before)
+        ending = watch.until_end(producer)
+        # Whatever ended the run, none of its processes may survive it.
+        self.kill_driver(process, watch.below)
+        fired = self.fired()[fired_before:]
+        self.account(plan, process.returncode, log_path, fired, ending,
+                     f"{time.monotonic() - watch.started:.1f}s, "
+                     f"{max(0, self.last_committed() - before)} batches committed")
+        self.report_progress(force=True)
+        if plan.end in faults.POINTS and not fired:
+            return RunPlan(plan.end, fault_ahead=1, disruptions=list(watch.pending), attempt=plan.attempt + 1)
+        if watch.pending:
+            return RunPlan(None, disruptions=list(watch.pending))
+        return None
+
+    def account(self, plan: RunPlan, code: int | None, log_path: Path, fired: list[str], ending: str | None,
+                ran: str) -> None:
+        """How a run ended (`ending`: "killed" or "stopped" by the runner, else None), in the tally
+        and in one line."""
+        job_log = log_path.read_text(errors="replace")
+        restarts = job_log.count("restarting the query") + job_log.count("the query starts again from its checkpoint")
+        self.tally.query_restarts += restarts
+        ran += f", {restarts} in-process query restart(s)" if restarts else ""
+        if fired:
+            self.tally.kills += 1
+            self.tally.faults += 1
+            self.tally.fault_points[plan.end or "?"] += 1
+            self.say(f"run {self.tally.runs}: {fired[0]} -> driver killed (exit {code}; {ran})")
+        elif ending == "killed":
+            self.tally.kills += 1
+            self.say(f"run {self.tally.runs}: driver killed (exit {code}; {ran})")
+        elif ending == "stopped" and code == 0:
+            self.say(f"run {self.tally.runs}: stopped cleanly ({ran})")
+            self.finished = True
+        else:
+            self.tally.unexpected_exits += 1
+            tail = " | ".join(job_log.strip().splitlines()[-3:])[-400:]
+            self.say(f"run {self.tally.runs}: the job exited by itself with code {code} ({ran}): {tail}")
+
+    # -- the whole run -----------------------------------------------------------------------
+    def run(self) -> int:
+        from {{ cookiecutter.package_name }}.config import JobConfig
+
+        from ..sample import COLORS, make_events
+
+        profile = self.profile
+        keys = COLORS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(COLORS)))]
+        schema = {**JobConfig().schema, self.key_field: "string"}
+
+        def keep(events: list[dict]) -> list[bool]:  # the run's own filter (settings())
+            return [event[self.key_field] != EXCLUDED_KEY for event in events]
+
+        sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys)
+        python_workers = self.guarantee == "at-least-once" or JobConfig().state_ttl_seconds > 0
+        plans = make_plan(profile, self.rng, _faults().POINTS, cluster=self.cluster is not None,
+                          python_workers=python_workers)
+        self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
+                 f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "
+                 f"{profile.chunk_interval:.0f}s apart while the job runs; "
+                 f"max_offsets_per_trigger={profile.max_offsets_per_trigger}")
+        self.say("plan: " + "; ".join(f"{i + 1}) {p.describe()}" for i, p in enumerate(plans))
+                 + f"; {len(plans) + 1}) clean run until drained")
+        with BROKER_LOCK:
+            create_topics(self.bootstrap_servers, {self.input_topic: profile.partitions, self.output_topic: 2,
+                                                   self.dead_letter_topic: 1}, client=QUIET)
+        producer = InputProducer(self.bootstrap_servers, self.input_topic, sample.values, profile.partitions,
+                                 profile.chunks, profile.chunk_interval, self.say)
+        producer.start()  # with the first run: the input arrives while the job runs
+        self.run_plans(deque(plans), producer)
+        completed = self.finished
+        producer.done.wait(max(1.0, self.deadline - time.monotonic()))
+        if not completed:
+            self.say("the deadline passed before the input was drained: verifying what was published")
+        return self.verify(sample.malformed_values, completed)
+
+    def run_plans(self, queue: deque[RunPlan], producer: InputProducer) -> None:
+        """The planned runs, then clean ones until the input is drained; what a run left undone
+        goes to the next one."""
+        most_runs = 3 * len(queue) + 10
+        while not self.finished and time.monotonic() < self.deadline and self.tally.runs < most_runs:
+            plan = queue.popleft() if queue else RunPlan(None)
+            if plan.attempt > 3:
+                self.say(f"giving up on fault {plan.end}: it did not fire in 3 runs")
+                continue
+            if plan.end is None and not plan.disruptions and self.drained(producer):
+                self.say("the input is drained: no further run needed")
+                self.finished = True
+                break
+            try:
+                left = self.execute(plan, producer)
+            except BaseException:  # interrupted: leave no job behind
+                if self.current is not None:
+                    self.kill_driver(self.current, {})
+                raise
+            if left is None:
+                continue
+            if left.end is None and queue:  # disruptions that did not happen: the next run takes them
+                queue[0].disruptions[:0] = left.disruptions
+                queue[0].fault_ahead += room_for(left.disruptions)
+            else:
+                queue.appendleft(left)
+
+    # -- the independent check ----------------------------------------------------------------
+    def verify(self, malformed_values: list[bytes], completed: bool) -> int:
+        from {{ cookiecutter.package_name }}.checkpoint import batch_ends
+        from {{ cookiecutter.package_name }}.storage import resolve_location
+
+        from ..readback import read_positions, read_published
+
+        with BROKER_LOCK:
+            inputs = retried(lambda: read_positions(self.bootstrap_servers, self.input_topic, timeout=300), self.say)
+            published = retried(lambda: read_published(self.bootstrap_servers, self.output_topic,
+                                                       self.dead_letter_topic), self.say)
+        verdict, records = judge_run(inputs, published, malformed_values, self.key_field,
+                                     batch_ends(resolve_location(self.checkpoint_location), self.input_topic),
+                                     self.say)
+        if records != self.profile.events:
+            self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
+        self.say(f"summary: {self.tally.summary()} completed={str(completed).lower()} "
+                 f"duration={self.say.elapsed():.0f}s")
+        self.say.line(verdict_line(self.seed, self.guarantee, records, self.tally, verdict))
+        if not completed:
+            return 1
+        if self.guarantee == "exactly-once":
+            return 0 if verdict.exactly_once else 1
+        return 0
+
+
+class RunWatch:
+    """One run of the job, watched until it ends: the disruptions planned inside it, each after a
+    batch committed in this run and a random delay, and its end (the fault fires, the runner kills
+    the driver, or the input is drained and the runner stops it)."""
+
+    def __init__(self, chaos: Chaos, plan: RunPlan, process: subprocess.Popen, before: int) -> None:
+        self.chaos, self.plan, self.process, self.before = chaos, plan, process, before
+        self.started = time.monotonic()
+        self.pending = deque(plan.disruptions)
+        self.disrupted = 0  # the k-th disruption waits for k+1 batches committed in this run
+        self.due: float | None = None
+        self.kill_due: float | None = (self.started + plan.kill_delay
+                                       if plan.end == KILL and not plan.kill_after_batches else None)
+        self.drained_at: float | None = None
+        self.below: dict[int, tuple[int, int]] = {}  # the run's processes, remembered as they appear
+
+    def until_end(self, producer: InputProducer) -> str | None:
+        """Watch until the run ends: "killed" or "stopped" when the runner ended it, else None."""
+        polls = 0
+        while self.process.poll() is None:
+            now = time.monotonic()
+            if polls % 4 == 0:
+                self.below.update(descendants(self.process.pid))
+            polls += 1
+            self.chaos.report_progress()
+            done_here = max(0, self.chaos.last_committed() - self.before)
+            self.disrupt_when_due(now, done_here)
+            ending = self.end_when_due(now, done_here, producer)
+            if ending:
+                return ending
+            time.sleep(0.25)
+        return None
+
+    def disrupt_when_due(self, now: float, done_here: int) -> None:
+        if self.pending and self.due is None and done_here > self.disrupted:
+            self.due = now + self.pending[0][1]
+        if (self.pending and self.due is not None and now >= self.due
+                and self.chaos.disrupt(self.pending[0][0], self.process, patient=now < self.due + 15)):
+            self.pending.popleft()
+            self.disrupted += 1
+            self.due = None
+
+    def end_when_due(self, now: float, done_here: int, producer: InputProducer) -> str | None:
+        chaos, plan, run = self.chaos, self.plan, f"run {self.chaos.tally.runs}"
+        if plan.end == KILL and self.kill_due is None and done_here >= plan.kill_after_batches:
+            self.kill_due = now + plan.kill_delay
+        if plan.end == KILL and self.kill_due is not None and now >= self.kill_due:
+            chaos.say(f"{run}: SIGKILL of the driver's process group "
+                      f"({now - self.started:.1f}s after start, {done_here} batches in this run)")
+            return self.kill()
+        if chaos.drained(producer):
+            self.drained_at = self.drained_at or now
+            if plan.end is None:
+                if self.pending:
+                    chaos.say(f"{run}: input drained before {len(self.pending)} disruption(s): dropped")
+                    self.pending.clear()
+                chaos.stop_drained(self.process, self.below)
+                return "stopped"
+            if now - self.drained_at > 20:
+                chaos.say(f"{run}: the input is drained and nothing fired: SIGKILL")
+                return self.kill()
+        if now - self.started > chaos.profile.run_timeout or now > chaos.deadline:
+            chaos.say(f"{run}: no end after {now - self.started:.0f}s: SIGKILL")
+            return self.kill()
+        return None
+
+    def kill(self) -> str:
+        self.chaos.kill_driver(self.process, self.below)
+        return "killed"
+
+

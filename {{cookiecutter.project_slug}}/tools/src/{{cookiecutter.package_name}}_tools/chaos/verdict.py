@@ -1,0 +1,100 @@
+"""The chaos run's verdict: what a read_committed consumer sees, against what the input topic
+itself says the output must be. It shares nothing with the job but the topic names, and the
+judgement is the tests' own (verify.judge)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..verify import Verdict, judge
+
+# The last line of a run, for machines (the tests read it).
+VERDICT_LINE = re.compile(
+    r"^chaos: seed=(?P<seed>\d+) guarantee=(?P<guarantee>[a-z-]+) records=(?P<records>\d+) kills=(?P<kills>\d+) "
+    r"broker_restarts=(?P<broker_restarts>\d+) faults=(?P<faults>\d+) lost=(?P<lost>\d+) "
+    r"duplicated=(?P<duplicated>\d+) dead_letter_ok=(?P<dead_letter_ok>true|false)$"
+)
+EXCLUDED_KEY = "orange"  # the run's own filter drops it, whatever the configured one
+
+
+@dataclass
+class Tally:
+    kills: int = 0  # driver process group killed: by a fault point or from outside
+    faults: int = 0
+    fault_points: Counter[str] = field(default_factory=Counter)
+    worker_kills: int = 0
+    broker_restarts: int = 0
+    s3_restarts: int = 0
+    query_restarts: int = 0  # in-process restarts by the runner's restart strategy
+    unexpected_exits: int = 0
+    runs: int = 0
+
+    def summary(self) -> str:
+        points = ", ".join(f"{p}={n}" for p, n in sorted(self.fault_points.items()))
+        return (f"runs={self.runs} kills={self.kills} faults={self.faults} ({points}) "
+                f"worker_kills={self.worker_kills} query_restarts={self.query_restarts} "
+                f"broker_restarts={self.broker_restarts} s3_restarts={self.s3_restarts} "
+                f"unexpected_exits={self.unexpected_exits}")
+
+
+def counted_key(key_field: str, malformed: set[bytes]) -> Callable[[bytes | None], str | None]:
+    """The key an input value counts for under the run's filter; None: malformed or filtered out."""
+    def key_of(value: bytes | None) -> str | None:
+        if value is None or value in malformed:
+            return None
+        key = json.loads(value)[key_field]
+        return None if key == EXCLUDED_KEY else key
+
+    return key_of
+
+
+def expectation(values: list[bytes | None], key_of: Callable[[bytes | None], str | None], malformed: set[bytes]
+                ) -> tuple[dict[str, int], list[bytes]]:
+    """The final counts and the dead letters that the input read back calls for."""
+    counts = Counter(key for value in values if (key := key_of(value)) is not None)
+    return dict(counts), [value for value in values if value is not None and value in malformed]
+
+
+def retried(read: Callable[[], Any], say: Callable[[str], None], attempts: int = 3) -> Any:
+    """A read-back that a broker still settling after a restart may fail, tried again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return read()
+        except (RuntimeError, TimeoutError) as error:
+            if attempt == attempts:
+                raise
+            say(f"reading back failed ({error}); again in 10s")
+            time.sleep(10)
+    raise AssertionError("unreachable")
+
+
+def judge_run(positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
+              key_field: str, batch_ends: dict[int, dict[int, int]], say: Callable[[str], None]
+              ) -> tuple[Verdict, int]:
+    """The verdict on the output, and the number of records the input topic holds."""
+    malformed = set(malformed_values)
+    key_of = counted_key(key_field, malformed)
+    expected, malformed_read = expectation([value for _p, _o, value in positioned], key_of, malformed)
+    verdict = judge(published, expected, malformed_read, positioned, key_of, batch_ends)
+    batches = {batch for history in published.counts.values() for batch, _ in history}
+    say(f"verify (read_committed): {sum(len(h) for h in published.counts.values())} count records "
+        f"for {len(published.counts)} keys over {len(batches)} batches, {len(published.dead_letters)} "
+        f"dead letters ({len(malformed_read)} malformed records in the input); not_increasing="
+        f"{verdict.not_increasing} wrong_counts={verdict.wrong_counts} missing_updates={verdict.missing_updates}")
+    for problem in verdict.problems[:10]:
+        say(f"  problem: {problem}")
+    if len(verdict.problems) > 10:
+        say(f"  ... {len(verdict.problems) - 10} more problems")
+    return verdict, len(positioned)
+
+
+def verdict_line(seed: int, guarantee: str, records: int, tally: Tally, verdict: Verdict) -> str:
+    return (f"chaos: seed={seed} guarantee={guarantee} records={records} kills={tally.kills} "
+            f"broker_restarts={tally.broker_restarts} faults={tally.faults} lost={verdict.lost} "
+            f"duplicated={verdict.duplicated} dead_letter_ok={str(verdict.dead_letter_ok).lower()}")
