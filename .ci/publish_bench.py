@@ -1,5 +1,5 @@
-"""Copy a benchmark run's results next to the README and rewrite its Performance section
-from them, so that no figure in the README is typed by hand.
+"""Copy a benchmark run's results into .ci/bench-results/ and rewrite the measured section of
+docs/performance.md from them, so that no figure there is typed by hand.
 
     python .ci/publish_bench.py bench/color-counts/bench-out
 """
@@ -37,26 +37,22 @@ def main(run_dir: str) -> None:
     section = "\n".join([
         START,
         f"Measured on {machine()}, with `make bench` (the default profile"
-        + (", with `--scaling`" if (KEPT / "scaling-keys.png").exists() and (source / "scaling-keys.png").exists()
-           else "") + "). Raw results, plots and",
+        + (", with `--scaling`" if (source / "scaling-keys.png").exists() else "") + "). Raw results, plots and",
         "JSON are in `.ci/bench-results/`; this section is rewritten by `.ci/publish_bench.py`.",
         "",
-        "![throughput](.ci/bench-results/throughput.png)",
-        *(["", "![scaling](.ci/bench-results/scaling-keys.png)"] if (source / "scaling-keys.png").exists() else
-          ["", ("Scaling (distinct keys, partitions, shards): not part of this run; the last `--scaling` run is in "
-                "[.ci/bench-results/scaling-results.md](.ci/bench-results/scaling-results.md) (with its plot, "
-                "`scaling-keys.png`, and JSON).")] if (KEPT / "scaling-results.md").exists() else []),
+        "![throughput](../.ci/bench-results/throughput.png)",
+        *(["", "![scaling](../.ci/bench-results/scaling-keys.png)"] if (source / "scaling-keys.png").exists() else []),
         "",
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",
         f"`{summary}`" if summary and summary not in table else "",  # the table may end with it already
         END,
     ])
-    readme = ROOT / "README.md"
-    text = readme.read_text()
+    page = ROOT / "docs" / "performance.md"
+    text = page.read_text()
     before, _, rest = text.partition(START)
     _, _, after = rest.partition(END)
-    readme.write_text(before + section + after)
+    page.write_text(before + section + after)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ DEPENDENCIES = ("pyspark", "py4j", "confluent_kafka", "pyarrow", "pandas", "nump
 TOPIC_QUESTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 CHOICES = {
     "delivery_guarantee": ("exactly-once", "at-least-once"),
+    "license": ("Apache-2.0", "MIT", "Proprietary"),
     "include_github_actions": ("yes", "no"),
     "include_deployment": ("yes", "no"),
 }

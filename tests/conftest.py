@@ -27,6 +27,7 @@ def has_template_markers(relative_path: str, text: str) -> bool:
     """Whether a rendered file still holds cookiecutter/Jinja markers."""
     if (native := _NATIVE_BRACES.get(relative_path)) is not None:
         text = native.sub("", text)
+    text = text.replace(".cookiecutter.json", "")  # the rendered answers' file, which a README may name
     return "{{" in text or "{%" in text or "cookiecutter." in text
 
 

@@ -87,6 +87,7 @@ BAD_CHOICES = [
     ("delivery_guarantee", "exactly-twice", "must be one of exactly-once, at-least-once"),
     ("include_github_actions", "maybe", "must be one of yes, no"),
     ("include_deployment", "true", "must be one of yes, no"),
+    ("license", "GPL", "must be one of Apache-2.0, MIT, Proprietary"),
 ]
 
 

@@ -48,6 +48,7 @@ CUSTOM = {
     "transactional_id_prefix": "tally-tx",
     "delivery_guarantee": "at-least-once",
     "checkpoint_location": "hdfs://namenode:8020/tally/checkpoints",
+    "license": "MIT",
 }
 # The answers that change what the job does, all changed, with a checkpoint the job can write here:
 # its integration smoke test must pass as it does for the defaults (expectations follow the answers).
@@ -88,9 +89,16 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
     recorded = json.loads((project / ".cookiecutter.json").read_text())
     assert {key: recorded[key] for key in answers} == answers
 
+    license_answer = answers.get("license", "Apache-2.0")
+    assert {"Apache-2.0": "Apache License", "MIT": "MIT License"}[license_answer] in (project / "LICENSE").read_text()
+    assert tomllib.loads((project / "pyproject.toml").read_text())["project"]["license"] == license_answer
+
     if WORKFLOW in rendered:
         assert "${{ github.ref }}" in (project / WORKFLOW).read_text(), "GitHub expressions must stay literal"
         workflow = yaml.safe_load((project / WORKFLOW).read_text())
+        assert workflow[True]["push"] == {"branches": ["main"]} and "pull_request" in workflow[True]  # YAML's `on`
+        assert any(step.get("run") == "make lint" for step in workflow["jobs"]["lint"]["steps"])
+        assert workflow["jobs"]["test"]["strategy"]["matrix"]["python-version"] == ["3.11", "3.12"]
         steps = workflow["jobs"]["test"]["steps"]
         assert {"actions/setup-python@v5", "actions/setup-java@v4"} <= {step.get("uses") for step in steps}
         assert any(step.get("run") == "make test" and step["env"]["KAFKA_PROVIDER"] == "testcontainers"

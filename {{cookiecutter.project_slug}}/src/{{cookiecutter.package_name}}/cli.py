@@ -11,6 +11,7 @@ import logging
 import os
 from pathlib import Path
 
+from . import __version__
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
 from .errors import ConfigError, GaveUp, KafkaUnavailable
 from .runtime.logs import report_exit
@@ -64,10 +65,14 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     import json
 
+    from .kafka_client import cluster_topics
     from .runtime.status import print_status, problems, report
     from .savepoints import commands
 
-    status = report(commands.effective_config(configuration(args)))
+    config = commands.effective_config(configuration(args))
+    if not args.check:  # a probe reports an unreachable Kafka as a problem; the command fails in one line
+        cluster_topics(config.bootstrap_servers, config.kafka)
+    status = report(config)
     found = problems(status, args.max_batch_age, args.max_lag) if args.check else []
     if args.json:
         print(json.dumps({**status, "healthy": not found, "problems": found} if args.check else status, indent=1))
@@ -112,6 +117,7 @@ def _show_config(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="{{ cookiecutter.package_name }}", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, handler, help: str, configured: bool = True) -> argparse.ArgumentParser:

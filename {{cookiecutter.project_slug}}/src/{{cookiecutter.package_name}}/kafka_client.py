@@ -33,8 +33,32 @@ ClientConfig = dict[str, Any]
 
 def librdkafka_config(bootstrap_servers: str, settings: Mapping[str, str] | None = None,
                       job_settings: Mapping[str, object] | None = None) -> ClientConfig:
-    """For confluent-kafka: the user's settings, then what the job sets itself (which wins)."""
-    return {**(settings or {}), "bootstrap.servers": bootstrap_servers, **(job_settings or {})}
+    """For confluent-kafka: the user's settings, then what the job sets itself (which wins).
+    librdkafka logs every refused connection, several a second for each broker; the job says what
+    Kafka's state means in lines of its own, so its clients keep to critical lines (`log_level`
+    2), unless `[kafka]` asks for more."""
+    return {"log_level": 2, **(settings or {}), "bootstrap.servers": bootstrap_servers, **(job_settings or {})}
+
+
+def cluster_topics(bootstrap_servers: str, settings: Mapping[str, str] | None = None,
+                   timeout: float = 10.0) -> set[str]:
+    """The cluster's topic names; a ConfigError naming `bootstrap_servers` when no broker answers
+    within `timeout` (refused, unknown host, TLS or SASL refused: the reason is in the line)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from .errors import ConfigError
+
+    errors: list[str] = []
+    admin = AdminClient(librdkafka_config(bootstrap_servers, settings, {
+        "socket.connection.setup.timeout.ms": 5000, "error_cb": lambda error: errors.append(error.str())}))
+    try:
+        return set(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as error:
+        reason = errors[-1] if errors else error.args[0].str()
+        raise ConfigError("bootstrap_servers", f"Kafka at {bootstrap_servers} did not answer within {timeout:.0f}s "
+                                               f"({reason}); check the address and the [kafka] client settings"
+                          ) from None
 
 
 def quiet_client_logs(name: str, every_seconds: float = 30.0) -> dict[str, object]:

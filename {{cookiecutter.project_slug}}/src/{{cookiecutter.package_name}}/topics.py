@@ -6,10 +6,11 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .config import JobConfig
-from .kafka_client import librdkafka_config
+from .kafka_client import cluster_topics, librdkafka_config
 
 
 def create_topics(config: JobConfig, partitions: int) -> list[str]:
+    cluster_topics(config.bootstrap_servers, config.kafka)  # one line naming bootstrap_servers if it does not answer
     admin = AdminClient(librdkafka_config(config.bootstrap_servers, config.kafka))
     names = [config.input_topic, config.output_topic, config.dead_letter_topic]
     futures = admin.create_topics([NewTopic(name, partitions, -1) for name in names])

@@ -114,7 +114,8 @@ def run_cli(job, *settings: str, command: str = "run", flags: tuple[str, ...] = 
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("bootstrap_servers=127.0.0.1:1", "configuration option 'bootstrap_servers': cannot reach Kafka"),
+        ("bootstrap_servers=127.0.0.1:1",
+         "configuration option 'bootstrap_servers': Kafka at 127.0.0.1:1 did not answer"),
         ("input_topic=no-such-topic", "configuration option 'input_topic': topic 'no-such-topic' does not exist"),
         ("filter=color !=! 'x'", "configuration option 'filter'"),
         ("filter=no_such_column = 1", "configuration option 'filter'"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -25,7 +26,7 @@ def test_a_seed_gives_the_same_plan_in_another_process():
               "from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES, make_plan; "
               "print([p.describe() for p in make_plan(PROFILES['long'], random.Random(7), faults.POINTS)])")
     other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                           env={"PYTHONHASHSEED": "12345", "PATH": ""}).stdout.strip()
+                           env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout.strip()
     assert other == str(described(7))
 
 

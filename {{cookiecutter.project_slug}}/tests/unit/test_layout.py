@@ -14,6 +14,7 @@ from pathlib import Path
 import {{ cookiecutter.package_name }}
 
 PACKAGE_DIR = Path({{ cookiecutter.package_name }}.__file__).parent
+VERSION = {{ cookiecutter.package_name }}.__version__
 # What the sink must not know: the query and its aggregation (it stages and produces bytes).
 PIPELINE_MODULES = ("job", "pipeline")  # the query and its steps
 # Commands that only read the configuration or the checkpoint: they must start fast.
@@ -59,6 +60,9 @@ def test_the_jobs_wheel_holds_the_job_alone(tmp_path: Path) -> None:
     packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert packages == {PACKAGE_DIR.name}, packages
     assert not [name for name in names if "tools" in name.split("/")[0] or "kafka_local" in name], names
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"\nVersion: {VERSION}\n" in metadata and "\nLicense-Expression: " in metadata, metadata[:500]
+    assert any(name.endswith("/LICENSE") for name in names), names
 
 
 def _module_name(path: Path) -> str:
@@ -137,8 +141,8 @@ def test_the_job_runs_without_its_tools(tmp_path: Path) -> None:
     result = subprocess.run([*command, "config"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     listed = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
-    usage = "usage: {{ cookiecutter.package_name }} [-h] {run,status,savepoint,state,topics,config}"
-    assert listed.stdout.startswith(usage), listed.stdout
+    usage = "usage: {{ cookiecutter.package_name }} [-h] [--version] {run,status,savepoint,state,topics,config}"
+    assert " ".join(listed.stdout.split()).startswith(usage), listed.stdout  # argparse wraps the line
 
 
 def _layout_section() -> str:
@@ -172,3 +176,16 @@ def test_the_readmes_layout_names_every_module_and_folder_and_only_those() -> No
     existing = {path.name + ("/" if path.is_dir() else "") for path in root.rglob("*")
                 if ".venv" not in path.parts and "__pycache__" not in path.parts}
     assert not named - existing, f"the README's Layout names what does not exist: {sorted(named - existing)}"
+
+
+def test_both_command_lines_print_the_version_the_wheel_carries(capsys) -> None:
+    import pytest
+
+    from {{ cookiecutter.package_name }} import __version__
+    from {{ cookiecutter.package_name }}.cli import main as job
+    from {{ cookiecutter.package_name }}_tools.cli import main as tools
+
+    for main, prog in ((job, "{{ cookiecutter.package_name }}"), (tools, "{{ cookiecutter.project_slug }}-tools")):
+        with pytest.raises(SystemExit) as exited:
+            main(["--version"])
+        assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"{prog} {__version__}"

@@ -14,7 +14,7 @@ from .. import checkpoint, object_store
 from ..config import ConfigError, JobConfig
 from ..errors import GaveUp
 from ..job import event_schema
-from ..kafka_client import librdkafka_config
+from ..kafka_client import cluster_topics, librdkafka_config
 from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
 from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
@@ -25,24 +25,20 @@ from .logs import event
 log = logging.getLogger(__name__)
 
 
-def check_kafka(config: JobConfig, timeout: float = 15.0) -> None:
+def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
     """The brokers answer and the job's topics exist. Unreachable brokers are a configuration error
     for a new checkpoint; a job whose checkpoint exists reached them before, so it is an outage:
     waited out like one (kafka_outage_tolerance_seconds), so that a driver restarted during a
     rolling broker restart does not crash-loop."""
-    admin = AdminClient(
-        librdkafka_config(config.bootstrap_servers, config.kafka, {"socket.connection.setup.timeout.ms": 5000})
-    )
     started = time.monotonic()
     while True:
         try:
-            topics = admin.list_topics(timeout=timeout).topics
+            topics = cluster_topics(config.bootstrap_servers, config.kafka, timeout)
             break
-        except Exception as error:  # noqa: BLE001 - any failure here means "unreachable"
+        except ConfigError:
             waited = time.monotonic() - started
             if not _has_checkpoint(config):
-                raise ConfigError("bootstrap_servers", f"cannot reach Kafka at {config.bootstrap_servers} within "
-                                                       f"{timeout:.0f}s ({error})") from None
+                raise
             if waited > config.kafka_outage_tolerance_seconds:
                 raise GaveUp(f"Kafka unreachable at {config.bootstrap_servers} for {waited:.0f}s at start-up, past "
                              f"kafka_outage_tolerance_seconds ({config.kafka_outage_tolerance_seconds:.0f})") from None

@@ -24,7 +24,10 @@ __all__ = ["create", "effective_config", "inspect", "restore_plan", "show_state"
 
 
 def _markers(config: JobConfig, sink_id: str, settled: bool = True) -> dict[int, int]:
+    from ..kafka_client import cluster_topics
     from ..sink.marker import read_markers
+
+    cluster_topics(config.bootstrap_servers, config.kafka)  # one line naming bootstrap_servers if it does not answer
 
     return read_markers(config.bootstrap_servers, config.marker_topic, sink_id, config.kafka, settled=settled)
 
@@ -56,6 +59,9 @@ def _session(config: JobConfig, name: str):
 
 def create(config: JobConfig, to: str, timeout: float) -> int:
     """Stop the job at a batch boundary if it runs on the checkpoint, then save it."""
+    from ..kafka_client import cluster_topics
+
+    cluster_topics(config.bootstrap_servers, config.kafka)  # before stopping the job: Kafka must answer to save it
     location = resolve_location(config.checkpoint_location)
     effective = effective_config(config)
     if heartbeat.running_driver(location) is not None:

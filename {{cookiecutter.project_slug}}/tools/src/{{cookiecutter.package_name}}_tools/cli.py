@@ -9,26 +9,40 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.cli import add_config_options, configuration, run_command
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
-    from {{ cookiecutter.package_name }}.session import spark_session
+    from {{ cookiecutter.package_name }}.errors import ConfigError
+    from {{ cookiecutter.package_name }}.kafka_client import cluster_topics
 
-    from .sample import configured_sample, produce, spark_filter
+    from .sample import Keep, configured_sample, keep_all, produce
 
     config = configuration(args)
-    spark = spark_session("sample-expected-counts", "local[1]", shuffle_partitions=1)  # evaluates the filter
+    if config.input_topic not in cluster_topics(config.bootstrap_servers, config.kafka):
+        raise ConfigError("input_topic", f"topic {config.input_topic!r} does not exist on {config.bootstrap_servers}; "
+                                         "`{{ cookiecutter.package_name }} topics create` creates the job's topics")
+    keep: Keep = keep_all
+    if args.expected:  # the configured filter decides the expected counts: Spark SQL evaluates it
+        from {{ cookiecutter.package_name }}.session import spark_session
+
+        from .sample import spark_filter
+
+        spark = spark_session("sample-expected-counts", "local[1]", shuffle_partitions=1)
+        keep = spark_filter(spark, config.filter, config.schema)
     try:
-        sample = configured_sample(config, spark_filter(spark, config.filter, config.schema), args.count, args.seed,
-                                   args.malformed_rate)
+        sample = configured_sample(config, keep, args.count, args.seed, args.malformed_rate)
     finally:
-        spark.stop()
+        if args.expected:
+            spark.stop()
     produce(config.bootstrap_servers, config.input_topic, sample.values, client=config.kafka)
-    print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); expected counts:")
-    print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))
+    print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed)"
+          + ("; the counts the job should publish:" if args.expected else ""))
+    if args.expected:
+        print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))
     return 0
 
 
@@ -55,6 +69,7 @@ def _tool(name: str) -> Callable[[argparse.Namespace], int]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="{{ cookiecutter.project_slug }}-tools", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
@@ -67,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--count", type=int, default=10_000)
     sample.add_argument("--seed", type=int, default=1)
     sample.add_argument("--malformed-rate", type=float, default=0.01)
+    sample.add_argument("--expected", action="store_true",
+                        help="also print the counts the job should publish (starts a local Spark for the filter)")
     demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data")
     demo.add_argument("--count", type=int, default=20_000)
     demo.add_argument("--workdir", default="demo-run")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Producer
 
+from {{ cookiecutter.package_name }}.errors import ConfigError
 from {{ cookiecutter.package_name }}.kafka_client import librdkafka_config
 from {{ cookiecutter.package_name }}.pipeline.parsing import SPARK_TYPES as _SPARK_TYPES
 
@@ -156,5 +157,8 @@ def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions:
     for i, value in enumerate(values):
         produce_one(producer, topic, value, partition=i % partitions if partitions else None,
                     on_delivery=lambda e, _m: failures.append(str(e)) if e else None)
-    if producer.flush(60) or failures:
-        raise RuntimeError(f"producing sample events failed: {failures[:3]}")
+    undelivered = producer.flush(60)
+    if undelivered or failures:
+        raise ConfigError("bootstrap_servers", f"{undelivered or len(failures)} of {len(values)} events were not "
+                                               f"delivered to {topic!r} at {bootstrap_servers} "
+                                               f"({'; '.join(failures[:2]) or 'no answer within 60s'})")

@@ -1,0 +1,47 @@
+"""Every command that talks to Kafka fails on a broker that does not answer within 15 s, in one
+line naming the option, exit status 2: no traceback, none of the client's own log lines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from {{ cookiecutter.package_name }}_tools.processes import free_port
+
+JOB = [sys.executable, "-m", "{{ cookiecutter.package_name }}"]
+TOOLS = [sys.executable, "-m", "{{ cookiecutter.package_name }}_tools"]
+COMMANDS = {  # each with a checkpoint that has a committed batch, so that it reaches Kafka
+    "run": [*JOB, "run"],
+    "status": [*JOB, "status"],
+    "state": [*JOB, "state"],
+    "topics create": [*JOB, "topics", "create"],
+    "savepoint create": [*JOB, "savepoint", "create", "--to", "savepoint"],
+    "produce-sample": [*TOOLS, "produce-sample", "--count", "10"],
+}
+
+
+def test_each_kafka_facing_command_fails_in_one_line_naming_bootstrap_servers(tmp_path: Path) -> None:
+    (tmp_path / "checkpoint" / "commits").mkdir(parents=True)
+    (tmp_path / "checkpoint" / "commits" / "0").write_text("v1\n{}\n")
+    nobody = f"127.0.0.1:{free_port()}"  # nothing listens there: every connection is refused
+
+    def attempt(command: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+        started = time.monotonic()
+        settings = {"bootstrap_servers": nobody, "checkpoint_location": str(tmp_path / "checkpoint"),
+                    "delivery_guarantee": "exactly-once"}  # `state` reads the sink's markers with this one
+        arguments = [argument for name, value in settings.items() for argument in ("--set", f"{name}={value}")]
+        result = subprocess.run([*command, *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        return result, time.monotonic() - started
+
+    with ThreadPoolExecutor(len(COMMANDS)) as pool:  # side by side: each waits for the broker, not the CPU
+        results = dict(zip(COMMANDS, pool.map(attempt, COMMANDS.values()), strict=True))
+    for name, (result, seconds) in results.items():
+        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        assert result.returncode == 2, f"{name}: exit {result.returncode}: {lines[-20:]}"
+        assert len(lines) == 1, f"{name}: {len(lines)} lines: {lines[:20]}"
+        assert lines[0].startswith(f"error: configuration option 'bootstrap_servers': Kafka at {nobody} did not "
+                                   "answer"), f"{name}: {lines[0]}"
+        assert seconds < 15 + 5, f"{name}: {seconds:.0f}s"  # 5 s for the interpreter and its imports
