@@ -137,7 +137,7 @@ def _package_name(value: str) -> str | None:
 def _key_field(value: str) -> str | None:
     if not FIELD.fullmatch(value):
         return "must be a JSON field name: letters, digits and underscores, not starting with a digit"
-    return None
+    return identifiers.parse_column_problem(value)
 
 
 def _filter_expression(value: str) -> str | None:

@@ -55,6 +55,7 @@ BAD_ANSWERS = [
     ("dead_letter_topic", "counts", "must differ from output_topic"),
     ("key_field", "colour-name", "JSON field name"),
     ("key_field", "9lives", "not starting with a digit"),
+    ("key_field", "topic", "the parse adds a column of that name"),
     ("filter_expression", "", "must not be empty"),
     ("filter_expression", "  ", "must not be empty"),
     ("filter_expression", "color = 'red'\nOR true", "must be one line"),

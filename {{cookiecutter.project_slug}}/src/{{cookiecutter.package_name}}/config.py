@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .errors import ConfigError
-from .identifiers import sink_id_problem, topic_collisions, topic_problem, transactional_id_prefix_problem
+from .identifiers import (
+    parse_column_problem,
+    sink_id_problem,
+    topic_collisions,
+    topic_problem,
+    transactional_id_prefix_problem,
+)
 from .kafka_client import java_client_options
 from .object_store import S3_SETTINGS
 
@@ -26,9 +32,6 @@ LogFormat = Literal["text", "json"]  # logs.py
 GUARANTEES: tuple[str, ...] = get_args(Guarantee)
 RESTART_STRATEGIES: tuple[str, ...] = get_args(RestartStrategyKind)
 FIELD_TYPES = ("string", "int", "float", "bool")
-# Columns the parse adds beside the event's fields (parsing.parse_records): no field may
-# take one of these names.
-PARSE_COLUMNS = ("is_event", "dead_letter_reason", "topic", "partition", "offset", "raw_value")
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 
@@ -245,9 +248,8 @@ def _check_schema(config: JobConfig) -> None:
     for field_name, field_type in config.schema.items():
         if "'" in field_name and '"' in field_name:
             raise ConfigError("schema", f"field {field_name!r}: a name may hold ' or \" but not both")
-        if field_name in PARSE_COLUMNS:
-            raise ConfigError("schema", f"field {field_name!r}: the parse adds a column of that name "
-                                        f"({', '.join(PARSE_COLUMNS)}); rename the field")
+        if (problem := parse_column_problem(field_name)) is not None:
+            raise ConfigError("schema", f"field {field_name!r}: {problem}")
         if field_type not in FIELD_TYPES:
             raise ConfigError("schema", f"field {field_name!r} has type {field_type!r}; use one of {FIELD_TYPES}")
     if config.key_field not in config.schema:

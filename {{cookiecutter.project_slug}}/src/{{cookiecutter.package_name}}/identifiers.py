@@ -15,6 +15,15 @@ TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 SINK_ID = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9._-]*")
 SINK_ID_MAX_LENGTH = 100
 TRANSACTIONAL_ID_PREFIX_MAX_LENGTH = 200
+# The columns the parse adds beside the event's fields: a field of the same name would be hidden.
+PARSE_COLUMNS = ("is_event", "dead_letter_reason", "topic", "partition", "offset", "raw_value")
+
+
+def parse_column_problem(name: str) -> str | None:
+    """An event field (the key field among them) named like a column the parse adds."""
+    if name in PARSE_COLUMNS:
+        return f"the parse adds a column of that name ({', '.join(PARSE_COLUMNS)}); rename the field"
+    return None
 
 
 def topic_problem(name: str) -> str | None:

@@ -9,7 +9,7 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
-from {{ cookiecutter.package_name }}.config import PARSE_COLUMNS
+from {{ cookiecutter.package_name }}.identifiers import PARSE_COLUMNS
 from {{ cookiecutter.package_name }}.pipeline.dead_letters import (
     DEAD_LETTER_KEY,
     DEAD_LETTER_VALUE,
