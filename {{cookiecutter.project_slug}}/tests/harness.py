@@ -166,14 +166,12 @@ def on_s3(job: JobUnderTest, server: S3Server, monkeypatch, **changes: str) -> d
 
 
 def stop(process: subprocess.Popen, signum: int = signal.SIGTERM) -> int:
-    """End a job started with start_job: SIGTERM to its driver alone (it stops between batches,
-    as the README says to stop it), or SIGKILL to its whole process group; whatever is left of
-    the group after 120 s is SIGKILLed. Returns the driver's exit status."""
+    """End a job started with start_job by a signal to its whole process group, as systemd, a
+    container runtime or a terminal's Ctrl-C sends it: SIGTERM or SIGINT (the driver stops between
+    batches, the JVM ignores both), or SIGKILL. Whatever is left of the group after 120 s is
+    SIGKILLed. Returns the driver's exit status."""
     with contextlib.suppress(ProcessLookupError):
-        if signum == signal.SIGTERM:
-            os.kill(process.pid, signum)  # start_job makes the driver its group's leader
-        else:
-            os.killpg(process.pid, signum)
+        os.killpg(process.pid, signum)  # start_job makes the driver its group's leader
     try:
         process.wait(120)
     finally:

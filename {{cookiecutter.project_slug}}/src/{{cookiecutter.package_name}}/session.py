@@ -4,9 +4,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -49,6 +53,24 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+@contextlib.contextmanager
+def jvm_ignores_sigterm() -> Iterator[None]:
+    """While PySpark starts its JVM, SIGTERM is ignored, and the JVM inherits that (PySpark has it
+    ignore SIGINT the same way): a JVM started with a shutdown signal ignored leaves it ignored. A
+    SIGTERM to the job's whole process group (systemd's default KillMode, a container runtime, a
+    terminal) then reaches the Python driver alone, which stops at a batch boundary and stops the
+    JVM itself. A SIGTERM during those seconds of start-up is lost: an orchestrator's follow-up
+    SIGKILL is safe (the sink's guarantee holds through any kill)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def installed_spark_version() -> str:
     return importlib.metadata.version("pyspark")
 
@@ -74,23 +96,24 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: 
             .config("spark.driver.extraJavaOptions", log4j)
             .config("spark.executor.extraJavaOptions", log4j)
         )
-    spark = (
-        builder
-        # Fixed by the checkpoint once the query has run; the default 200 costs seconds per batch.
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.log.structuredLogging.enabled", str(json_logs).lower())
-        .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
-        # Report idle triggers every second, so the runner sees promptly when the input is drained.
-        .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries; saves two warnings
-        # Arrow batches to the sink tasks: at most 10,000 rows (Spark's default) and at most 16 MiB,
-        # so a batch of large dead letters (64 KiB of raw value each) cannot take 800 MB at once.
-        .config("spark.sql.execution.arrow.maxBytesPerBatch", str(ARROW_MAX_BYTES_PER_BATCH))
-        .getOrCreate()
-    )
+    with jvm_ignores_sigterm():
+        spark = (
+            builder
+            # Fixed by the checkpoint once the query has run; the default 200 costs seconds per batch.
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+            .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+            .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+            .config("spark.log.structuredLogging.enabled", str(json_logs).lower())
+            .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
+            # Report idle triggers every second, so the runner sees promptly when the input is drained.
+            .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries; saves two warnings
+            # Arrow batches to the sink tasks: at most 10,000 rows (Spark's default) and at most 16 MiB,
+            # so a batch of large dead letters (64 KiB of raw value each) cannot take 800 MB at once.
+            .config("spark.sql.execution.arrow.maxBytesPerBatch", str(ARROW_MAX_BYTES_PER_BATCH))
+            .getOrCreate()
+        )
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

@@ -62,7 +62,7 @@ def test_the_job_rides_out_a_broker_outage_and_stays_exact(own_broker, tmp_path,
     finally:
         stopped = stop(process)
     log = log_path.read_text()
-    assert stopped == 0, log[-3000:]  # SIGTERM: a clean stop between batches
+    assert stopped == 0 and "Traceback" not in log, log[-3000:]  # SIGTERM to the group: a clean stop between batches
     assert "Kafka unreachable" in log and "Kafka answers again" in log, log[-3000:]
     # One line of the runner's every few seconds, not the clients' own several a second.
     assert log.count("Connection refused") + log.count("could not be established") <= 3, log[-3000:]

@@ -98,7 +98,9 @@ def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
         executors = fetch(f"http://127.0.0.1:{ui_port}/metrics/executors/prometheus")
         assert "metrics_executor_" in executors, executors[:2000]
     finally:
-        stop(process)
+        stopped = stop(process, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground group
+    log = log_path.read_text()
+    assert stopped == 0 and "Traceback" not in log, log[-3000:]
 
 
 def health(job, max_batch_age: float) -> dict:

@@ -92,3 +92,16 @@ def test_the_jobs_session_takes_the_checkpoints_settings_under_the_users_spark_t
     theirs = {"checkpoint_location": str(tmp_path), manager: "com.example.Theirs"}
     job.spark_session(load_config(None, theirs, environ={}))
     assert given["conf"][manager] == "com.example.Theirs"
+
+
+def test_the_jvm_ignores_sigterm_and_sigint_so_a_signal_to_the_whole_group_reaches_the_driver_alone(spark):
+    """The driver stops at a batch boundary and stops the JVM itself; a JVM that took the group's
+    SIGTERM would die under it (session.jvm_ignores_sigterm)."""
+    import signal
+    from pathlib import Path
+
+    gateway = spark.sparkContext._gateway.proc  # the JVM PySpark started for this process
+    ignored = int(next(line.split()[1] for line in Path(f"/proc/{gateway.pid}/status").read_text().splitlines()
+                       if line.startswith("SigIgn:")), 16)
+    assert ignored & (1 << (signal.SIGTERM - 1)) and ignored & (1 << (signal.SIGINT - 1)), f"SigIgn {ignored:x}"
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN, "the driver's own SIGTERM handling is back"
