@@ -61,6 +61,7 @@ UNIT_TEST_CELLS = {
 }
 WORKFLOW = ".github/workflows/ci.yml"
 DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/k8s/spark-application.yaml", "deploy/k8s/alerts.yaml",
+                "deploy/k8s/pod-monitor.yaml",
                 "tests/cluster/conftest.py", "tests/cluster/test_cluster.py"}  # the cluster tests submit through deploy/
 
 
@@ -128,6 +129,11 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         for rule in rules:  # every series an alert reads is one the job exports
             for name in re.findall(r"\beos_\w+", rule["expr"]):
                 assert f'"{name.removesuffix("_total")}"' in metrics_code, (rule["alert"], name)
+        assert any(rule["expr"].startswith("absent(") for rule in rules), "no alert when the metrics vanish"
+        monitor = yaml.safe_load((project / "deploy/k8s/pod-monitor.yaml").read_text())
+        assert monitor["kind"] == "PodMonitor"
+        assert monitor["spec"]["selector"]["matchLabels"]["sparkoperator.k8s.io/app-name"] == manifest["metadata"]["name"]
+        assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == driver["ports"][0]["name"]
 
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=project,
                           capture_output=True, text=True, check=False)
