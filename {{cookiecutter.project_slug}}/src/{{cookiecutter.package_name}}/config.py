@@ -281,11 +281,18 @@ def _check_numbers(config: JobConfig) -> None:
         raise ConfigError("metrics_port", f"the Spark UI already uses port {config.ui_port} (ui_port)")
 
 
+# The deploy manifest's checkpoint until someone names theirs: a job must never start on it.
+CHECKPOINT_PLACEHOLDER = "CHANGE-ME"
+
+
 def _check_required_text(config: JobConfig) -> None:
     for option, hint in (("bootstrap_servers", ""), ("checkpoint_location", ""),
                          ("filter", "; use 'true' to count every event")):
         if not getattr(config, option).strip():
             raise ConfigError(option, f"must not be empty{hint}")
+    if CHECKPOINT_PLACEHOLDER in config.checkpoint_location:
+        raise ConfigError("checkpoint_location", f"{config.checkpoint_location!r} is the deployment's placeholder: "
+                                                 "set it to the job's checkpoint on shared storage (s3a://, hdfs://)")
 
 
 def _check_client_settings(config: JobConfig) -> None:

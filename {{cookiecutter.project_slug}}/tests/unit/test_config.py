@@ -43,6 +43,7 @@ def test_later_sources_win(tmp_path):
         ({"spark.sql.shuffle.partitions": "8"}, "spark", "set shuffle_partitions instead"),
         ({"spark": '{"driver.memory": "4g"}'}, "spark", "starts with 'spark.'"),
         ({"filter": "  "}, "filter", "must not be empty"),
+        ({"checkpoint_location": "s3a://CHANGE-ME/job"}, "checkpoint_location", "the deployment's placeholder"),
         ({"ui_port": "70000"}, "ui_port", "must be a TCP port"),
         ({"metrics_port": "-1"}, "metrics_port", "must be a TCP port"),
         ({"ui_port": "9000", "metrics_port": "9000"}, "metrics_port", "the Spark UI already uses port 9000"),
