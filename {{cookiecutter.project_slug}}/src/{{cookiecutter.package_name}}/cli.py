@@ -52,7 +52,6 @@ def _run(args: argparse.Namespace) -> int:
     stop = StopRequested()
     stop.install()
     spark = spark_session(config)
-    stop.install()  # again: PySpark's context took SIGINT for itself (it cancels jobs and raises KeyboardInterrupt)
     try:
         if restore is not None:
             restore(spark)

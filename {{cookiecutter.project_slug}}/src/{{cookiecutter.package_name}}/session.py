@@ -60,15 +60,20 @@ def jvm_ignores_sigterm() -> Iterator[None]:
     SIGTERM to the job's whole process group (systemd's default KillMode, a container runtime, a
     terminal) then reaches the Python driver alone, which stops at a batch boundary and stops the
     JVM itself. A SIGTERM during those seconds of start-up is lost: an orchestrator's follow-up
-    SIGKILL is safe (the sink's guarantee holds through any kill)."""
+    SIGKILL is safe (the sink's guarantee holds through any kill). Afterwards the driver's own
+    handlers are back for both signals: PySpark's context takes SIGINT for itself (it cancels the
+    jobs and raises KeyboardInterrupt), which would override the runner's stop at a batch boundary."""
     if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
         yield
         return
+    previous_interrupt = signal.getsignal(signal.SIGINT)
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if previous_interrupt is not None:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGINT, previous_interrupt)
 
 
 def installed_spark_version() -> str:

@@ -24,10 +24,7 @@ __all__ = ["create", "effective_config", "inspect", "restore_plan", "show_state"
 
 
 def _markers(config: JobConfig, sink_id: str, settled: bool = True) -> dict[int, int]:
-    from ..kafka_client import cluster_topics
     from ..sink.marker import read_markers
-
-    cluster_topics(config.bootstrap_servers, config.kafka)  # one line naming bootstrap_servers if it does not answer
 
     return read_markers(config.bootstrap_servers, config.marker_topic, sink_id, config.kafka, settled=settled)
 
@@ -177,7 +174,12 @@ def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
     if not committed:
         raise ConfigError("checkpoint_location", f"{location} has no committed batch: no state yet")
     batch = committed[-1]
-    markers = _markers(effective, effective.sink_id, settled=False) if effective.exactly_once else {}
+    markers = {}
+    if effective.exactly_once:
+        from ..kafka_client import cluster_topics
+
+        cluster_topics(config.bootstrap_servers, config.kafka)  # one line naming bootstrap_servers if unreachable
+        markers = _markers(effective, effective.sink_id, settled=False)
     spark = _session(config, "state")
     try:
         counts = savepoints.read_state_counts(spark, config, batch)
