@@ -1,35 +1,44 @@
-"""Run the rendered project's own test suite (unit and integration, on a real Kafka),
-exactly as a team would after forking it: `make test` in a fresh virtual environment."""
+"""Run the rendered project's own test suites (unit and integration on a real Kafka; the cluster
+suite on a Spark standalone cluster), exactly as a team would after forking it: `make test` and
+`make test-cluster` in its virtual environment."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 
-def test_rendered_project_suite_passes(rendered_default: Path, project_python: Path,
+def test_rendered_project_suites_pass(rendered_default: Path, project_python: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """`make test` does its own set-up (`make venv`); given the venv the template's tests already
-    filled (VENV=...), that set-up is one editable install of this rendering instead of a new venv."""
+    """`make test` and `make test-cluster`, side by side: each suite waits on Kafka, Spark and its
+    processes for a good share of its time, which the other one uses. The set-up (`make venv`) runs
+    first, once: given the venv the template's tests already filled (VENV=...), it is one editable
+    install of this rendering. `make test` streams its output; the cluster suite's log is printed
+    when it ends."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     venv = project_python.parent.parent
+    make = ["make", f"VENV={venv}"]
+    cluster_log = tmp_path / "test-cluster.log"
     with capsys.disabled():  # stream the inner suite's output: CI logs show every test and the broker line
-        print(f"\n=== rendered project suite: make test VENV={venv} in {rendered_default}", flush=True)
-        result = subprocess.run(["make", "test", f"VENV={venv}"], cwd=rendered_default, env=env, check=False)
-    assert result.returncode == 0, "the rendered project's test suite failed; its output is above"
-
-
-def test_rendered_project_runs_on_a_standalone_cluster(rendered_default: Path, project_python: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    """`make test-cluster`: the job submitted by deploy/spark-submit.sh to a local Spark standalone
-    cluster, its checkpoint on a local S3 server, killed at every fault point, a worker lost, and
-    the chaos quick profile with worker kills and S3 server restarts."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    venv = project_python.parent.parent
-    with capsys.disabled():
-        print(f"\n=== rendered project cluster suite: make test-cluster VENV={venv}", flush=True)
-        result = subprocess.run(["make", "test-cluster", f"VENV={venv}"], cwd=rendered_default, env=env, check=False)
-    assert result.returncode == 0, "the rendered project's cluster suite failed; its output is above"
+        subprocess.run([*make, "venv"], cwd=rendered_default, env=env, check=True)
+        print(f"\n=== rendered project suites: make test and make test-cluster VENV={venv} in {rendered_default}"
+              f" (the cluster suite's log: {cluster_log}, printed when it ends)", flush=True)
+        with open(cluster_log, "w") as log:
+            cluster = subprocess.Popen([*make, "test-cluster"], cwd=rendered_default, env=env, stdout=log,
+                                       stderr=subprocess.STDOUT)
+        started = time.monotonic()
+        try:
+            suite = subprocess.run([*make, "test"], cwd=rendered_default, env=env, check=False)
+            cluster.wait()
+        finally:
+            if cluster.poll() is None:
+                cluster.kill()
+        print(f"\n=== rendered project cluster suite (ended {time.monotonic() - started:.0f}s after both began):\n"
+              f"{cluster_log.read_text(errors='replace')}", flush=True)
+    failed = [name for name, code in (("make test", suite.returncode), ("make test-cluster", cluster.returncode))
+              if code != 0]
+    assert not failed, f"the rendered project's {' and '.join(failed)} failed; the output is above"

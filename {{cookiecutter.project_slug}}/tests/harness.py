@@ -140,6 +140,47 @@ def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, ma
     return sample
 
 
+@dataclass(frozen=True)
+class Crash:
+    fault: str
+    batch: int
+    visible: bool  # the crashed batch's output was visible to read_committed right after the crash
+
+
+# Points after which the crashed batch's output is visible (its Kafka transaction committed).
+PUBLISHED_BEFORE_THE_CRASH = frozenset({faults.AFTER_KAFKA_COMMIT, faults.AFTER_LOG_COMMITTED,
+                                        faults.WRITING_SPARK_COMMIT})
+RECORDS_PER_BATCH = 1000
+
+
+def crash_at_each_point(job: JobUnderTest, points: tuple[str, ...], seed: int, **options: str
+                        ) -> tuple[Verdict, list[Crash]]:
+    """One checkpoint through a crash at each point in turn: run k is killed at points[k] in batch
+    2k+1; its restart runs the crashed batch again, one clean batch, and meets the next point; a
+    last run drains the input. One start per point plus one (not two per point, as a fresh job
+    per point would take), and the verdict still checks every batch: the crashed ones, their
+    re-runs and the clean ones between them."""
+    batches = 2 * len(points) + 1
+    sample = produce_sample(job, count=RECORDS_PER_BATCH * batches, seed=seed, partitions=4)
+    options = {"max_offsets_per_trigger": str(RECORDS_PER_BATCH), **options}
+    crashes = []
+    for k, point in enumerate(points):
+        batch = 2 * k + 1
+        fired_before = len(job.fired_faults())
+        crashed = job.run(fault=point, fault_batch=batch, **options)
+        assert crashed.returncode == -signal.SIGKILL, f"{point} did not kill the job:\n{crashed.stdout[-3000:]}"
+        # Both sink tasks of the batch may reach the point before the SIGKILL lands: same line, twice.
+        assert set(job.fired_faults()[fired_before:]) == {f"fault injection: SIGKILL at {point} in batch {batch}"}
+        # Before the Kafka commit the crashed batch's transaction is left open: nothing to wait for.
+        at_crash = job.published(settle=SETTLE_SECONDS if point in PUBLISHED_BEFORE_THE_CRASH else 0)
+        visible = any(b == batch for history in at_crash.counts.values() for b, _ in history)
+        crashes.append(Crash(point, batch, visible))
+    drained = job.run(**options)
+    assert drained.returncode == 0, drained.stdout[-3000:]
+    counts, malformed = merged(sample)
+    return job.verify(counts, malformed), crashes
+
+
 def merged(*samples: SampleInput) -> tuple[dict[str, int], list[bytes]]:
     counts: dict[str, int] = {}
     malformed: list[bytes] = []

@@ -39,10 +39,13 @@ def configuration(args: argparse.Namespace) -> JobConfig:
 def _run(args: argparse.Namespace) -> int:
     from .job import spark_session
     from .runtime import logs, metrics
-    from .runtime.preflight import check_before_spark
+    from .runtime.preflight import check_before_spark, sink_checks_meanwhile
     from .runtime.runner import StopRequested, run
+    from .runtime.startup import StartupTimes
     from .savepoints import apply_origin, commands, read_origin
+    from .session import stop as stop_session
 
+    startup = StartupTimes()
     config = configuration(args)
     logs.configure(config)
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
@@ -51,14 +54,22 @@ def _run(args: argparse.Namespace) -> int:
         metrics.serve(config.metrics_port, config.metrics_host)
     stop = StopRequested()
     stop.install()
-    spark = spark_session(config)
+    # The sink's checks run while the JVM starts, unless a restore is yet to write the checkpoint.
+    origin = read_origin(config) if restore is None else None  # once per start, after any restore
+    sink_checks = sink_checks_meanwhile(apply_origin(config, origin)) if restore is None else None
+    startup.step("checks")
+    spark = spark_session(config, write_class_archive=True)
+    startup.step("spark session")
     try:
         if restore is not None:
             restore(spark)
-        origin = read_origin(config)  # once per start, after a restore wrote it
-        run(spark, apply_origin(config, origin), stop, until_idle_batches=args.until_idle, origin=origin)
+            startup.step("restore")
+            origin = read_origin(config)
+            sink_checks = sink_checks_meanwhile(apply_origin(config, origin))
+        run(spark, apply_origin(config, origin), stop, until_idle_batches=args.until_idle, origin=origin,
+            startup=startup, sink_checks=sink_checks)
     finally:
-        spark.stop()
+        stop_session(spark)  # and, once per host, lets the JVM write its class archive
     return 0
 
 

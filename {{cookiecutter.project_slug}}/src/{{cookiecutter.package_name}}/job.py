@@ -32,16 +32,18 @@ from .sink.settings import SinkSettings
 from .storage import resolve_location
 
 
-def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}") -> SparkSession:
+def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}", write_class_archive: bool = False
+                  ) -> SparkSession:
+    """`write_class_archive`: the start is the job's own `run` (session.spark_session)."""
     json_logs = config.log_format == "json"
     if not object_store.on_s3(config.checkpoint_location):
         conf = {**checkpoint_conf(config.checkpoint_location), **config.spark}
         return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, conf,
-                           json_logs=json_logs)
+                           json_logs=json_logs, write_class_archive=write_class_archive)
     object_store.use_in_this_process(config.s3)
     return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port,
                        conf={**object_store.spark_conf(config.s3), **config.spark}, json_logs=json_logs,
-                       packages=(object_store.hadoop_aws_package(),))
+                       packages=(object_store.hadoop_aws_package(),), write_class_archive=write_class_archive)
 
 
 def event_schema(config: JobConfig) -> EventSchema:

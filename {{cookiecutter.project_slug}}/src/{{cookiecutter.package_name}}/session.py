@@ -1,6 +1,6 @@
 """The Spark session the job runs in: Spark's Kafka connector resolved the Spark way
-(`spark.jars.packages`, cached by Ivy), RocksDB state, quiet logs, and the master that
-`spark-submit` was given, if any."""
+(`spark.jars.packages`, cached by Ivy) once and then taken from the class path (resolved_jars.py),
+RocksDB state, quiet logs, and the master that `spark-submit` was given, if any."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from . import class_archive
+from .resolved_jars import RESOLUTION_SETTINGS, ResolvedJars
 from .storage import resolve_location
 
 SCALA_VERSION = "2.13"
@@ -81,46 +83,77 @@ def installed_spark_version() -> str:
 
 
 def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: int = 0,
-                  conf: dict[str, str] | None = None, packages: tuple[str, ...] = (), json_logs: bool = False
-                  ) -> SparkSession:
+                  conf: dict[str, str] | None = None, packages: tuple[str, ...] = (), json_logs: bool = False,
+                  write_class_archive: bool = False) -> SparkSession:
     """`conf` and `packages` add to the job's own (e.g. S3A for a checkpoint on S3); `ui_port` 0
     keeps the UI and Spark's metrics endpoint off; `json_logs` has the JVM log JSON lines in Spark's
-    structured-logging layout (under spark-submit, its own log4j2 configuration decides)."""
+    structured-logging layout (under spark-submit, its own log4j2 configuration decides);
+    `write_class_archive`: without a class archive, this start's JVM writes one (stop it with `stop`)."""
     # Python workers must run the interpreter that has this package (in local mode, this one).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     for name, value in {**ui_conf(app_name, ui_port), **PROGRESS_REPORTS_CONF, **(conf or {})}.items():
         builder = builder.config(name, value)
-    if not launched_by_spark_submit():
-        log4j_files = (LOG4J2_CONFIG, LOG4J2_JSON_LAYOUT) if json_logs else (LOG4J2_CONFIG,)
-        log4j = f"-Dlog4j2.configurationFile={','.join(path.as_uri() for path in log4j_files)}"
-        builder = (
-            builder.master(master)
-            .config("spark.jars.packages", ",".join((KAFKA_CONNECTOR, *packages)))
-            .config("spark.jars.ivySettings", str(IVY_SETTINGS))
-            .config("spark.driver.extraJavaOptions", log4j)
-            .config("spark.executor.extraJavaOptions", log4j)
-        )
-    with jvm_ignores_sigterm():
-        spark = (
-            builder
-            # Fixed by the checkpoint once the query has run; the default 200 costs seconds per batch.
-            .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-            .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-            .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-            .config("spark.log.structuredLogging.enabled", str(json_logs).lower())
-            .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
-            # Report idle triggers every second, so the runner sees promptly when the input is drained.
-            .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries; saves two warnings
-            # Arrow batches to the sink tasks: at most 10,000 rows (Spark's default) and at most 16 MiB,
-            # so a batch of large dead letters (64 KiB of raw value each) cannot take 800 MB at once.
-            .config("spark.sql.execution.arrow.maxBytesPerBatch", str(ARROW_MAX_BYTES_PER_BATCH))
-            .getOrCreate()
-        )
+    with contextlib.ExitStack() as held:
+        resolving = None
+        if not launched_by_spark_submit():
+            builder, resolving = _launch(builder, master, conf or {}, packages, json_logs, write_class_archive, held)
+        with jvm_ignores_sigterm():
+            spark = (
+                builder
+                # Fixed by the checkpoint once the query has run; the default 200 costs seconds per batch.
+                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+                .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+                .config("spark.log.structuredLogging.enabled", str(json_logs).lower())
+                .config("spark.ui.showConsoleProgress", "false")  # the runner logs one line per batch instead
+                # Report idle triggers every second, so the runner sees promptly when the input is drained.
+                .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries; saves two warnings
+                # Arrow batches to the sink tasks: at most 10,000 rows (Spark's default) and at most 16 MiB,
+                # so a batch of large dead letters (64 KiB of raw value each) cannot take 800 MB at once.
+                .config("spark.sql.execution.arrow.maxBytesPerBatch", str(ARROW_MAX_BYTES_PER_BATCH))
+                .getOrCreate()
+            )
+        if resolving is not None:
+            resolving.remember(spark.sparkContext.getConf().get("spark.jars", ""))
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _launch(builder: SparkSession.Builder, master: str, conf: dict[str, str], packages: tuple[str, ...],
+            json_logs: bool, write_class_archive: bool, held: contextlib.ExitStack
+            ) -> tuple[SparkSession.Builder, ResolvedJars | None]:
+    """What the JVM this process starts needs: the master, log4j2, the connector's jars (from the
+    class path once known; else resolved by Ivy, one start at a time on the host, the lock kept in
+    `held`: Ivy's cache is not safe for concurrent resolutions), the class archive. Returns the
+    builder and, for a start that resolves, what to remember once it did."""
+    log4j_files = (LOG4J2_CONFIG, LOG4J2_JSON_LAYOUT) if json_logs else (LOG4J2_CONFIG,)
+    log4j = f"-Dlog4j2.configurationFile={','.join(path.as_uri() for path in log4j_files)}"
+    builder = builder.master(master).config("spark.executor.extraJavaOptions", log4j)
+    wanted = (KAFKA_CONNECTOR, *packages)
+    # The job's [spark] table may take the resolution over (a mirror, another Ivy cache).
+    jars = None if RESOLUTION_SETTINGS & set(conf) else ResolvedJars(wanted, IVY_SETTINGS)
+    known = None if jars is None else (jars.known() or held.enter_context(jars.resolution()))
+    resolving = None
+    if known:
+        builder = builder.config("spark.jars", ",".join(Path(jar).as_uri() for jar in known))
+        # With the class path settled, the driver's classes can come from an archive.
+        log4j = f"{log4j} {class_archive.java_options(known, write_class_archive)}".strip()
+    else:
+        resolving = jars
+        builder = (builder.config("spark.jars.packages", ",".join(wanted))
+                   .config("spark.jars.ivySettings", str(IVY_SETTINGS)))
+    return builder.config("spark.driver.extraJavaOptions", log4j), resolving
+
+
+def stop(spark: SparkSession) -> None:
+    """Stop the session; if its JVM was to write the class archive, wait while it does."""
+    options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "")
+    gateway = getattr(spark.sparkContext._gateway, "proc", None)  # None under spark-submit
+    spark.stop()
+    class_archive.finish(options, gateway)
 
 
 def checkpoint_conf(location: str) -> dict[str, str]:

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import argparse
 import io
-import signal
 import threading
-import zlib
 
 import pytest
 
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools import chaos
 
-from harness import merged, produce_sample, wait_until
+from harness import PUBLISHED_BEFORE_THE_CRASH, crash_at_each_point, merged, produce_sample, wait_until
 
 pytestmark = pytest.mark.cluster
-FAULT_BATCH = 1
 
 
 def exact(job, *samples) -> None:
@@ -30,18 +27,17 @@ def exact(job, *samples) -> None:
     assert verdict.dead_letter_ok
 
 
-@pytest.mark.parametrize("fault", faults.POINTS)
-def test_exactly_once_on_the_cluster_through_a_crash_at(cluster_job, spark_cluster, fault):
-    job = cluster_job
-    # A seed per fault that stays the same from run to run (str hashes change with every process).
-    sample = produce_sample(job, count=3000, seed=zlib.crc32(fault.encode()) % 1000, partitions=4)
-    crashed = job.run(fault=fault, fault_batch=FAULT_BATCH, max_offsets_per_trigger="1000")
-    assert crashed.returncode == -signal.SIGKILL, f"the fault did not kill the driver:\n{crashed.stdout[-3000:]}"
-    assert set(job.fired_faults()) == {f"fault injection: SIGKILL at {fault} in batch {FAULT_BATCH}"}
-    recovered = job.run(max_offsets_per_trigger="1000")
-    assert recovered.returncode == 0, recovered.stdout[-3000:]
-    exact(job, sample)
-    assert spark_cluster.applications().count("{{ cookiecutter.project_slug }}") >= 2, "the runs were not on the cluster"
+def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, spark_cluster):
+    """The driver SIGKILLed at every step of the protocol, one after the other on one checkpoint
+    in S3 (harness.crash_at_each_point), each run submitted to the cluster by spark-submit.sh."""
+    verdict, crashes = crash_at_each_point(cluster_job, faults.POINTS, seed=23)
+    for crash in crashes:
+        assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert verdict.dead_letter_ok
+    runs = len(faults.POINTS) + 1
+    assert spark_cluster.applications().count("{{ cookiecutter.project_slug }}") >= runs, "the runs were not on the cluster"
 
 
 def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_cluster):

@@ -128,6 +128,7 @@ def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failu
     from {{ cookiecutter.package_name }}.config import load_config
     from {{ cookiecutter.package_name }}.runtime import runner
     from {{ cookiecutter.package_name }}.runtime.outage import OutageTolerance
+    from {{ cookiecutter.package_name }}.runtime.startup import StartupTimes
 
     config = load_config(None, {"sink_id": "reports-unit"}, environ={})
     query = EndedQuery(failure)
@@ -138,9 +139,9 @@ def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failu
     outage = OutageTolerance(config, stop.event)
     with caplog.at_level(logging.INFO, logger=runner.__name__):
         if failure is None:
-            assert runner._supervise(query, sink, config, stop, None, outage, threading.Event())
+            assert runner._supervise(query, sink, config, stop, None, outage, threading.Event(), StartupTimes())
         else:
             with pytest.raises(StreamingQueryException, match="batch 1 failed"):
-                runner._supervise(query, sink, config, stop, None, outage, threading.Event())
+                runner._supervise(query, sink, config, stop, None, outage, threading.Event(), StartupTimes())
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
     assert [line.split(":")[0] for line in lines] == ["batch 0", "batch 1"], lines

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
@@ -185,11 +186,31 @@ def check_transaction_timeout(config: JobConfig, timeout: float = 15.0) -> None:
             f"{limit // ((COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)}s or raise the brokers' limit")
 
 
-def run_all(spark: SparkSession, config: JobConfig) -> None:
-    check_before_spark(config)
+def check_sink(config: JobConfig) -> None:
+    """The sink's checks against Kafka and the checkpoint: no Spark needed."""
     check_transaction_timeout(config)
     check_marker_topic(config)
     check_pinned_sink_settings(config)
     check_checkpoint_against_markers(config)
-    check_filter(spark, config)
     check_sink_identity(config)
+
+
+def sink_checks_meanwhile(config: JobConfig) -> Future[None]:
+    """check_sink in a thread of its own, for a start to run while the JVM starts: its round
+    trips to the brokers then cost the start nothing. `config` must be the one the job runs
+    (savepoints.apply_origin), on the checkpoint as it will run (after any restore)."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="preflight")
+    checks = executor.submit(check_sink, config)
+    executor.shutdown(wait=False)
+    return checks
+
+
+def run_all(spark: SparkSession, config: JobConfig, sink_checks: Future[None] | None = None) -> None:
+    """Every start-up check; `sink_checks`: the caller ran check_before_spark and started
+    check_sink (sink_checks_meanwhile), whose verdict is awaited here."""
+    if sink_checks is None:
+        check_before_spark(config)
+        check_sink(config)
+    else:
+        sink_checks.result()  # re-raises the check's ConfigError
+    check_filter(spark, config)

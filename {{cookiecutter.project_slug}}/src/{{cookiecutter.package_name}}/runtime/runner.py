@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from collections import deque
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from pyspark.errors import StreamingQueryException
@@ -29,6 +30,7 @@ from .heartbeat import Heartbeat
 from .logs import event
 from .outage import OutageTolerance
 from .progress_reports import ProgressReports
+from .startup import StartupTimes
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +144,19 @@ def _partitions(offsets: dict) -> dict[tuple[str, str], int]:
 
 
 def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = None,
-        until_idle_batches: int | None = None, origin: Origin | None = None) -> None:
+        until_idle_batches: int | None = None, origin: Origin | None = None,
+        startup: StartupTimes | None = None, sink_checks: Future[None] | None = None) -> None:
     """Run and supervise the query until stopped, or (with `until_idle_batches`) until that many
     consecutive triggers found no new input after one that did (three times as many if none did).
     `config`: as the checkpoint runs it; `origin`: the savepoint it started from, if any
-    (savepoints.apply_origin)."""
+    (savepoints.apply_origin); `startup`: the start's steps so far, logged with the first batch;
+    `sink_checks`: the start-up checks the caller began (preflight.run_all)."""
     stop = stop or StopRequested()
+    startup = startup or StartupTimes()
     strategy = RestartStrategy.from_config(config)
     outage = OutageTolerance(config, stop.event)
-    preflight.run_all(spark, config)
+    preflight.run_all(spark, config, sink_checks)
+    startup.step("preflight")
     lost: list[str] = []
 
     def heartbeat_lost(reason: str) -> None:
@@ -162,7 +168,7 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
                           heartbeat_lost)
     heartbeat.start()
     try:
-        _run_until_stopped(spark, config, origin, stop, until_idle_batches, strategy, outage)
+        _run_until_stopped(spark, config, origin, stop, until_idle_batches, strategy, outage, startup)
     finally:
         heartbeat.stop()
     if lost:
@@ -176,15 +182,19 @@ def _stop_on_request(stop: StopRequested, reason: str) -> None:
 
 
 def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | None, stop: StopRequested,
-                       until_idle_batches: int | None, strategy: RestartStrategy, outage: OutageTolerance) -> None:
+                       until_idle_batches: int | None, strategy: RestartStrategy, outage: OutageTolerance,
+                       startup: StartupTimes) -> None:
     while True:
         stopping = threading.Event()  # the sink's gate: set, no new batch publishes
         writer, sink = build_query(spark, config, origin, stopping)
+        if config.exactly_once:
+            sink.pool.start_meanwhile(sink.settings, stopping)
         query = writer.start()
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
                  config.checkpoint_location)
+        startup.step("query start")
         try:
-            if _supervise(query, sink, config, stop, until_idle_batches, outage, stopping):
+            if _supervise(query, sink, config, stop, until_idle_batches, outage, stopping, startup):
                 return
         except KafkaUnreachable as error:
             query.stop()
@@ -276,7 +286,8 @@ def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
 
 
 def _supervise(query: StreamingQuery, sink: KafkaSink, config: JobConfig, stop: StopRequested,
-               until_idle_batches: int | None, outage: OutageTolerance, stopping: threading.Event) -> bool:
+               until_idle_batches: int | None, outage: OutageTolerance, stopping: threading.Event,
+               startup: StartupTimes) -> bool:
     """Return True when the run is over (stopped, or idle as asked); raise when the query failed."""
     reports = ProgressReports()
     idle = 0
@@ -288,6 +299,8 @@ def _supervise(query: StreamingQuery, sink: KafkaSink, config: JobConfig, stop: 
         for progress in reports.new(query):
             _report(progress, config, outage, sink)
             if progress.get("numInputRows", 0) > 0:
+                if not startup.reported:
+                    startup.first_batch(progress, sink_seconds(sink, progress))
                 seen_input, idle = True, 0
             else:
                 idle += 1
@@ -316,6 +329,15 @@ def _supervise(query: StreamingQuery, sink: KafkaSink, config: JobConfig, stop: 
         trigger_seconds = now - trigger_since if trigger_since else 0
         metrics.TRIGGER_RUNNING.labels(config.sink_id).set(trigger_seconds)
         outage.watch(trigger_seconds)
+
+
+def sink_seconds(sink: KafkaSink, progress: dict) -> dict[str, float]:
+    """The sink's part of a batch (exactly-once): its phase 2, and its producers' start within it."""
+    batch_id = progress.get("batchId")
+    published = sink.published(batch_id) if isinstance(batch_id, int) else None
+    if published is None:
+        return {}
+    return {"sink phase 2": published.seconds, "sink producers": sink.pool.start_seconds}
 
 
 def _report(progress: dict, config: JobConfig, outage: OutageTolerance, sink: KafkaSink) -> None:

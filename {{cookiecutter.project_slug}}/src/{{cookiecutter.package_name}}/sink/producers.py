@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import Producer
 
@@ -41,13 +43,34 @@ class ProducerPool:
 
     def __init__(self) -> None:
         self._shards: dict[tuple[str, str, int], CommitShard] = {}
+        self.start_seconds = 0.0  # what the last start of shards took (producers, fencing, markers)
+        self._starting: Future[list[tuple[str, str, int]]] | None = None
+
+    def start_meanwhile(self, settings: SinkSettings, stopping: threading.Event | None = None) -> None:
+        """Start the shards in a thread while Spark computes the first batch: their round trips
+        to the brokers (init_transactions, the marker reads) then cost the batch nothing. The
+        first shards_for waits for it; what it does is what shards_for would have done there."""
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sink-producers")
+        self._starting = executor.submit(self._start_missing, settings, stopping)
+        executor.shutdown(wait=False)
 
     def shards_for(self, settings: SinkSettings, stopping: threading.Event | None = None) -> list[CommitShard]:
         """The sink's shards; a new one starts its producer and reads its marker (settled: waiting
         for another producer's open transaction on the marker topic, within its tolerance)."""
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            try:
+                starting.result()
+            except Exception:  # noqa: BLE001 - started again below; fails there if it still fails
+                self.reset()  # whatever it left half started
+        return [self._shards[key] for key in self._start_missing(settings, stopping)]
+
+    def _start_missing(self, settings: SinkSettings, stopping: threading.Event | None
+                       ) -> list[tuple[str, str, int]]:
         keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
         missing = [key for key in keys if key not in self._shards]
         if missing:
+            started = time.monotonic()
             ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
             for key in missing:
                 self._shards[key] = CommitShard(settings, key[2])
@@ -58,7 +81,8 @@ class ProducerPool:
                 if (marker := markers.get(key[2])) is not None:
                     self._shards[key].published = marker.batch_id
                     self._shards[key].published_offsets = marker.source_offsets
-        return [self._shards[key] for key in keys]
+            self.start_seconds = time.monotonic() - started
+        return keys
 
     def reset(self) -> None:
         """Forget every producer (after a failed commit their state is unknown, or as after a

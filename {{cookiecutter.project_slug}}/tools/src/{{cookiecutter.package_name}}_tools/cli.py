@@ -1,5 +1,5 @@
 """{{ cookiecutter.project_slug }}-tools: the job's development commands (produce-sample, demo, chaos,
-bench, kafka up|down). The job's own commands are `{{ cookiecutter.package_name }} --help`."""
+bench, bench-startup, kafka up|down). The job's own commands are `{{ cookiecutter.package_name }} --help`."""
 
 from __future__ import annotations
 
@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                             ("bench", "measure throughput, latency and recovery side by side with alternatives")):
         sub = command(name, _tool(name), help_text)
         importlib.import_module(f".{name}", __package__).add_arguments(sub)
+    startup = command("bench-startup", _tool("bench.startup"),
+                      "where a start and a restart after SIGKILL go, next to Spark's own pipeline")
+    importlib.import_module(".bench.startup", __package__).add_arguments(startup)
     kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker")
     kafka.add_argument("action", choices=["up", "down"])
     kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")

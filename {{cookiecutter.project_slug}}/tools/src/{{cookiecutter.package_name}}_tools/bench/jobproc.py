@@ -28,24 +28,29 @@ def main(argv: list[str] | None = None) -> int:
 
     from {{ cookiecutter.package_name }}.config import load_config
     from {{ cookiecutter.package_name }}.job import spark_session
-    from {{ cookiecutter.package_name }}.runtime.preflight import check_before_spark
+    from {{ cookiecutter.package_name }}.runtime.preflight import check_before_spark, sink_checks_meanwhile
     from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, run
+    from {{ cookiecutter.package_name }}.runtime.startup import StartupTimes
 
     from .spark_kafka import serve
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    startup = StartupTimes()  # the steps cli._run times, in its order
     config = load_config(None, dict(item.split("=", 1) for item in args.set))
     check_before_spark(config)
+    sink_checks = sink_checks_meanwhile(config)
     stop = StopRequested()
     stop.install()
+    startup.step("checks")
     spark = spark_session(config)
+    startup.step("spark session")
     progress = record_progress(spark, args.progress_file)
     try:
         if args.built_in_sink:
             return serve(built_in_sink(spark, config).option("checkpointLocation", config.checkpoint_location)
                          .trigger(processingTime=f"{config.trigger_interval_seconds} seconds").start())
-        run(spark, config, stop)
+        run(spark, config, stop, startup=startup, sink_checks=sink_checks)
     finally:
         spark.stop()
         progress.close()

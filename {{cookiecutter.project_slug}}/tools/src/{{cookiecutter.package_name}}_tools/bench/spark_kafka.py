@@ -1,8 +1,10 @@
 """Contender 3: Spark's built-in Kafka source and sink (the JVM connector), the same parse,
 filter and count (groupBy count, update mode, RocksDB state as this job), at-least-once.
 
-The connector comes the way the job gets it (session.py: `spark.jars.packages`, cached by Ivy),
-in the version of the installed pyspark.
+The connector comes the way a team gets it for Spark's own pipeline: `spark.jars.packages`,
+resolved by Ivy (from its cache) at every start, in the version of the installed pyspark. The
+job's own starts take the jars a first resolution found from the class path (resolved_jars.py):
+a trick of the job's, not the baseline's.
 
     python -m <package>_tools.bench.spark_kafka --bootstrap B --input T ...
 """
@@ -29,11 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from {{ cookiecutter.package_name }}.kafka_client import FETCH_MAX_WAIT_MS
-    from {{ cookiecutter.package_name }}.session import checkpoint_conf, spark_session
+    from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR, checkpoint_conf, spark_session
 
-    # The job's session for its checkpoint (job.spark_session): like for like.
+    # The job's session for its checkpoint (job.spark_session): like for like, except that the
+    # connector is resolved at every start (a [spark] table naming spark.jars.packages does that).
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions,
-                          conf=checkpoint_conf(args.checkpoint))
+                          conf={**checkpoint_conf(args.checkpoint), "spark.jars.packages": KAFKA_CONNECTOR})
     progress = record_progress(spark, args.progress_file)
     key = args.key_field
     events = (

@@ -1,0 +1,110 @@
+"""The driver JVM's class-data-sharing archive: the classes a start loads, stored once, mapped by
+every later start instead of being read, parsed and verified again (seconds of each start).
+
+A `run` on a host without the archive (per JVM, PySpark and connector jars) has its JVM write it
+as it exits (`-XX:ArchiveClassesAtExit`, a few seconds, once); `finish` waits for that after the
+session stopped and moves the archive in place. Later starts pass `-XX:SharedArchiveFile`. The
+JVM checks the archive against its own version and class path and ignores one that does not
+match; the archive's name changes with any of them, so a changed install is archived afresh. A
+run killed meanwhile leaves a partial file that is never used. Local mode only: under
+`spark-submit` the JVM options are spark-submit's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from .resolved_jars import cache_dir
+
+# Whatever the JVM says about the archive (refused, written) stays out of the job's output.
+QUIET = "-Xlog:cds=off,cds+dynamic=off"
+WRITE_OPTION = re.compile(r"-XX:ArchiveClassesAtExit=(\S+)")
+STALE_SECONDS = 3600  # a partial archive older than this was left by a killed run
+
+
+def archive_dir() -> Path:
+    return cache_dir().with_name("class-archives")
+
+
+def _inputs() -> list[str]:
+    """What the archive is valid for: the JVM binary and every jar on the JVM's class path."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    java_home = os.environ.get("JAVA_HOME")
+    java = shutil.which("java", path=os.path.join(java_home, "bin")) if java_home else shutil.which("java")
+    files = [Path(java).resolve()] if java else []
+    files += sorted((Path(_find_spark_home()) / "jars").glob("*.jar"))
+    described = []
+    for path in files:
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            described.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
+    return described
+
+
+def java_options(extra_jars: list[str], write: bool, directory: Path | None = None) -> str:
+    """The driver JVM's options: map the archive; or, without one and with `write`, have the JVM
+    write it at exit, unless a live run is writing it already."""
+    directory = directory or archive_dir()
+    key = hashlib.sha256("\n".join([*_inputs(), *extra_jars]).encode()).hexdigest()[:16]
+    archive = directory / f"{key}.jsa"
+    if archive.is_file():
+        return f"-XX:SharedArchiveFile={archive} {QUIET}"
+    if not write or not _claim(directory, key):
+        return ""
+    return f"-XX:ArchiveClassesAtExit={directory / f'{key}.{uuid.uuid4().hex[:8]}.partial'} {QUIET}"
+
+
+def finish(options: str, gateway: subprocess.Popen | None, timeout: float = 120) -> None:
+    """After the session stopped: if `options` (the driver JVM's) had it write the archive, end
+    the JVM (stdin closed: PySpark's gateway exits), wait while it writes, put the archive in place."""
+    if gateway is None or (found := WRITE_OPTION.search(options)) is None:
+        return
+    partial = Path(found[1])
+    key = partial.name.split(".", 1)[0]
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        if gateway.stdin is not None:
+            gateway.stdin.close()
+        gateway.wait(timeout)
+        if gateway.returncode == 0 and partial.is_file():
+            os.replace(partial, partial.with_name(f"{key}.jsa"))
+    with contextlib.suppress(OSError):
+        partial.unlink(missing_ok=True)
+        (partial.parent / f"{key}.claim").unlink(missing_ok=True)
+
+
+def _claim(directory: Path, key: str) -> bool:
+    """One run writes the archive at a time: a claim file naming its process, taken over once
+    that process is gone (a run killed before it finished)."""
+    claim = directory / f"{key}.claim"
+    with contextlib.suppress(OSError, ValueError):
+        directory.mkdir(parents=True, exist_ok=True)
+        for old in directory.glob("*.partial"):  # written by the JVMs of killed runs
+            if time.time() - old.stat().st_mtime > STALE_SECONDS:
+                old.unlink()
+        if claim.exists() and not _alive(int(claim.read_text() or 0)):
+            claim.unlink()
+        with open(claim, "x") as out:
+            out.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -1,0 +1,40 @@
+"""The driver JVM's class archive: written once by one run, put in place only when complete."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from {{ cookiecutter.package_name }} import class_archive
+
+
+def test_one_run_writes_the_archive_and_later_starts_map_it(tmp_path):
+    writing = class_archive.java_options(["/jars/a.jar"], write=True, directory=tmp_path)
+    assert writing.startswith("-XX:ArchiveClassesAtExit=") and class_archive.QUIET in writing
+    assert class_archive.java_options(["/jars/a.jar"], write=True, directory=tmp_path) == ""  # claimed by this run
+    assert class_archive.java_options(["/jars/a.jar"], write=False, directory=tmp_path) == ""
+    partial = writing.split()[0].split("=", 1)[1]
+    # A JVM stand-in: it waits for its stdin to close, as PySpark's gateway does, then writes the archive.
+    jvm = f"import sys; sys.stdin.read(); open({partial!r}, 'w').write('x')"
+    gateway = subprocess.Popen([sys.executable, "-c", jvm], stdin=subprocess.PIPE)
+    class_archive.finish(writing, gateway)
+    (archive,) = tmp_path.glob("*.jsa")
+    assert sorted(path.name for path in tmp_path.iterdir()) == [archive.name]  # no claim, no partial left
+    assert class_archive.java_options(["/jars/a.jar"], write=True, directory=tmp_path) == \
+        f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
+    assert class_archive.java_options(["/jars/b.jar"], write=False, directory=tmp_path) == ""  # other jars: another
+
+
+def test_a_killed_runs_claim_is_taken_over_and_its_partial_archive_never_used(tmp_path):
+    writing = class_archive.java_options([], write=True, directory=tmp_path)
+    (claim,) = tmp_path.glob("*.claim")
+    claim.write_text("999999999")  # a process that is gone
+    taken = class_archive.java_options([], write=True, directory=tmp_path)
+    assert taken.startswith("-XX:ArchiveClassesAtExit=") and taken != writing
+    jvm = "import sys; sys.stdin.read(); sys.exit(3)"
+    failed = subprocess.Popen([sys.executable, "-c", jvm], stdin=subprocess.PIPE)
+    partial = tmp_path / taken.split()[0].split("=", 1)[1]
+    partial.write_text("torn")
+    class_archive.finish(taken, failed)  # the JVM did not exit cleanly: its file is not an archive
+    assert list(tmp_path.glob("*.jsa")) == [] and not partial.exists()
+    class_archive.finish("-Dother=1", None)  # a session that wrote nothing: nothing to do
