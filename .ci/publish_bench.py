@@ -1,5 +1,6 @@
 """Copy a benchmark run's results into .ci/bench-results/ and rewrite the measured section of
-docs/performance.md from them, so that no figure there is typed by hand.
+docs/performance.md from them, so that no figure there is typed by hand. `make bench-startup`'s
+results, when the run directory has them (its startup/), are published beside.
 
     python .ci/publish_bench.py bench/color-counts/bench-out
 """
@@ -32,6 +33,10 @@ def main(run_dir: str) -> None:
                  "scaling-keys.png"):
         if (source / name).exists():
             shutil.copy(source / name, KEPT / name)
+    startup = source / "startup"
+    for name in ("startup-results.md", "startup-results.json", "startup.png"):
+        if (startup / name).exists():
+            shutil.copy(startup / name, KEPT / name)
     table = (KEPT / "bench-results.md").read_text().split("\n", 1)[1].strip()  # without its own title
     summary = json.loads((KEPT / "bench-results.json").read_text()).get("summary_line", "")
     section = "\n".join([
@@ -46,6 +51,7 @@ def main(run_dir: str) -> None:
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",
         f"`{summary}`" if summary and summary not in table else "",  # the table may end with it already
+        *_startup_section(startup),
         END,
     ])
     page = ROOT / "docs" / "performance.md"
@@ -53,6 +59,16 @@ def main(run_dir: str) -> None:
     before, _, rest = text.partition(START)
     _, _, after = rest.partition(END)
     page.write_text(before + section + after)
+
+
+def _startup_section(startup: Path) -> list[str]:
+    if not (startup / "startup-results.md").exists():
+        return []
+    results = json.loads((startup / "startup-results.json").read_text())
+    return ["", "### Start-up and recovery after SIGKILL", "",
+            "Measured with `make bench-startup` (three rounds) on the same machine, in a run of its own.", "",
+            "![start-up](../.ci/bench-results/startup.png)", "",
+            (startup / "startup-results.md").read_text().strip(), "", f"`{results.get('summary_line', '')}`"]
 
 
 if __name__ == "__main__":

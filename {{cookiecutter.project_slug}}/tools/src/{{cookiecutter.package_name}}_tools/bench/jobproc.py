@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from {{ cookiecutter.package_name }}.runtime.preflight import check_before_spark, sink_checks_meanwhile
     from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, run
     from {{ cookiecutter.package_name }}.runtime.startup import StartupTimes
+    from {{ cookiecutter.package_name }}.session import stop as stop_session
 
     from .spark_kafka import serve
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopRequested()
     stop.install()
     startup.step("checks")
-    spark = spark_session(config)
+    spark = spark_session(config, write_class_archive=True)  # as `run` starts it
     startup.step("spark session")
     progress = record_progress(spark, args.progress_file)
     try:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                          .trigger(processingTime=f"{config.trigger_interval_seconds} seconds").start())
         run(spark, config, stop, startup=startup, sink_checks=sink_checks)
     finally:
-        spark.stop()
+        stop_session(spark)
         progress.close()
     return 0
 
