@@ -28,6 +28,7 @@ from .resolved_jars import cache_dir
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 WRITE_OPTION = re.compile(r"-XX:ArchiveClassesAtExit=(\S+)")
 STALE_SECONDS = 3600  # a partial archive older than this was left by a killed run
+KEPT = 3  # archives kept, the most recently used (another venv or PySpark install has its own)
 
 
 def archive_dir() -> Path:
@@ -57,6 +58,8 @@ def java_options(extra_jars: list[str], write: bool, directory: Path | None = No
     key = hashlib.sha256("\n".join([*_inputs(), *extra_jars]).encode()).hexdigest()[:16]
     archive = directory / f"{key}.jsa"
     if archive.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # used: the last to be pruned
         return f"-XX:SharedArchiveFile={archive} {QUIET}"
     if not write or not _claim(directory, key):
         return ""
@@ -76,9 +79,17 @@ def finish(options: str, gateway: subprocess.Popen | None, timeout: float = 120)
         gateway.wait(timeout)
         if gateway.returncode == 0 and partial.is_file():
             os.replace(partial, partial.with_name(f"{key}.jsa"))
+            _prune(partial.parent)
     with contextlib.suppress(OSError):
         partial.unlink(missing_ok=True)
         (partial.parent / f"{key}.claim").unlink(missing_ok=True)
+
+
+def _prune(directory: Path, keep: int = KEPT) -> None:
+    """Drop all but the `keep` most recently used archives (a JVM that maps one keeps its mapping)."""
+    archives = sorted(directory.glob("*.jsa"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for stale in archives[keep:]:
+        stale.unlink(missing_ok=True)
 
 
 def _claim(directory: Path, key: str) -> bool:

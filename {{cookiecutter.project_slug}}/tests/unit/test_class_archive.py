@@ -38,3 +38,13 @@ def test_a_killed_runs_claim_is_taken_over_and_its_partial_archive_never_used(tm
     class_archive.finish(taken, failed)  # the JVM did not exit cleanly: its file is not an archive
     assert list(tmp_path.glob("*.jsa")) == [] and not partial.exists()
     class_archive.finish("-Dother=1", None)  # a session that wrote nothing: nothing to do
+
+
+def test_only_the_most_recently_used_archives_are_kept(tmp_path):
+    import os
+
+    for age, name in enumerate(["newest", "used", "older", "oldest"]):
+        (tmp_path / f"{name}.jsa").write_text(name)
+        os.utime(tmp_path / f"{name}.jsa", (1_000_000 - age * 10, 1_000_000 - age * 10))
+    class_archive._prune(tmp_path, keep=3)
+    assert sorted(path.stem for path in tmp_path.glob("*.jsa")) == ["newest", "older", "used"]
