@@ -50,11 +50,12 @@ class ResolvedJars:
 
     @contextlib.contextmanager
     def resolution(self) -> Iterator[list[str] | None]:
-        """Held while a start resolves, so that the first starts on a host resolve one at a time;
-        yields the jars if a start that held it before resolved them meanwhile."""
+        """Held while a start resolves, so that starts on a host resolve one at a time, whatever
+        their packages; yields the jars if a start that held it before resolved them meanwhile."""
         try:
             self.list_file.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(self.list_file.with_suffix(".lock"), "w")  # noqa: SIM115 - closed below
+            # One lock for every package set: two sets share modules in Ivy's cache (hadoop's).
+            lock = open(self.list_file.with_name("resolving.lock"), "w")  # noqa: SIM115 - closed below
         except OSError:
             yield None  # an unwritable cache: resolve without waiting for anyone
             return

@@ -93,3 +93,23 @@ def test_first_starts_resolve_one_at_a_time_and_a_waiting_one_takes_what_the_fir
         first.remember(jar.as_uri())
     other.join(10)
     assert waited == [[str(jar)]]  # and then puts the first one's jars on its class path
+
+
+def test_resolutions_of_other_packages_wait_too(tmp_path):
+    """Two package sets share modules in Ivy's cache (the connector's and hadoop-aws's hadoop jars)."""
+    import threading
+
+    connector = ResolvedJars(("g:kafka:1",), session.IVY_SETTINGS, tmp_path / "cache")
+    s3 = ResolvedJars(("g:kafka:1", "g:aws:1"), session.IVY_SETTINGS, tmp_path / "cache")
+    entered = threading.Event()
+
+    def resolve_s3() -> None:
+        with s3.resolution():
+            entered.set()
+
+    with connector.resolution():
+        other = threading.Thread(target=resolve_s3)
+        other.start()
+        assert not entered.wait(1.0)  # waits while the connector resolves
+    other.join(10)
+    assert entered.is_set()
