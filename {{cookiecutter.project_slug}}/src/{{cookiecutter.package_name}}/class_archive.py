@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .resolved_jars import cache_dir
+from .resolved_jars import cache_root
 
 # Whatever the JVM says about the archive (refused, written) stays out of the job's output.
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
@@ -32,7 +32,7 @@ KEPT = 3  # archives kept, the most recently used (another venv or PySpark insta
 
 
 def archive_dir() -> Path:
-    return cache_dir().with_name("class-archives")
+    return cache_root() / "class-archives"
 
 
 def _inputs() -> list[str]:

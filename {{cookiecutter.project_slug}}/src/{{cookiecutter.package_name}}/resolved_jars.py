@@ -26,8 +26,13 @@ RESOLUTION_SETTINGS = frozenset({"spark.jars", "spark.jars.packages", "spark.jar
                                  "spark.jars.excludes"})
 
 
+def cache_root() -> Path:
+    """The job's caches on this host: the jar lists here, the class archives (class_archive.py)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "{{ cookiecutter.project_slug }}"
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "{{ cookiecutter.project_slug }}" / "spark-jars"
+    return cache_root() / "spark-jars"
 
 
 class ResolvedJars:

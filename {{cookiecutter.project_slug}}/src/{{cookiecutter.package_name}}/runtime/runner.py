@@ -332,7 +332,8 @@ def _supervise(query: StreamingQuery, sink: KafkaSink, config: JobConfig, stop: 
 
 
 def sink_seconds(sink: KafkaSink, progress: dict) -> dict[str, float]:
-    """The sink's part of a batch (exactly-once): its phase 2, and its producers' start within it."""
+    """The sink's part of a batch (exactly-once): its phase 2, and the start of its producers
+    (beside the first batch: ProducerPool.start_meanwhile)."""
     batch_id = progress.get("batchId")
     published = sink.published(batch_id) if isinstance(batch_id, int) else None
     if published is None:

@@ -1,5 +1,5 @@
 """Where a start's seconds go: each step from the process's start to the first batch's output,
-logged once in one line (and as a `started` event in JSON logs). `bench startup` reads it."""
+logged once in one line (and as a `started` event in JSON logs). `bench-startup` reads it."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.metadata
-import json
 import os
 import platform
 import shutil
@@ -20,7 +19,7 @@ from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR
 from ..kafka_local import provide_kafka
 from .measure import Profile, Run, add_backlog_run, warm_job_start
 from .microbench import commit_microbench
-from .report import markdown, plots
+from .report import markdown, plots, write_results
 from .stats import CONTENDERS, RESULT_SCHEMA, contender_result, summary, summary_line, validate
 from .workload import warm_broker
 
@@ -152,14 +151,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if problems:
         results["problems"] = problems
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench-results.json").write_text(json.dumps(results, indent=1))
-    (out / "bench-results.md").write_text(markdown(results))
-    written = plots(results, out)
-    print()
-    print(markdown(results))
-    print(f"bench: wrote {out / 'bench-results.json'}, {out / 'bench-results.md'}"
-          + (f", {', '.join(written)}" if written else " (no plots: matplotlib is not installed)")
-          + f" in {results['duration_s']:.0f}s")
+    write_results(out, "bench-results", results, markdown(results), plots(results, out), "bench",
+                  f" in {results['duration_s']:.0f}s")
     failed = [n for n, c in results["contenders"].items() if c.get("error")] + (["commit"] if "error" in commit else [])
     if failed:
         print(f"bench: failed: {', '.join(failed)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +224,14 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
         written.append("scaling-keys.png")
     plt.close("all")
     return written
+
+
+def write_results(out: Path, stem: str, results: dict[str, Any], table: str, plots_written: list[str],
+                  command: str, suffix: str = "") -> None:
+    """A benchmark's results into `out` (<stem>.json, <stem>.md), its table printed, then what was written."""
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1))
+    (out / f"{stem}.md").write_text(table)
+    print()
+    print(table)
+    print(f"{command}: wrote {out / f'{stem}.json'}, {out / f'{stem}.md'}"
+          + (f", {', '.join(plots_written)}" if plots_written else " (no plots: matplotlib is not installed)") + suffix)

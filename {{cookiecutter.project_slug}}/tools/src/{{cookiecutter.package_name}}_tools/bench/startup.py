@@ -17,7 +17,6 @@ Writes startup-results.json, startup-results.md and startup.png into --out; the 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .measure import Profile, Run, warm_job_start
+from .report import write_results
 
 STARTED = re.compile(r"started: first batch \d+ out ([\d.]+)s after the process began \((.*); first batch: (.*)\)")
 PART = re.compile(r"([a-z][a-z0-9 ]*?) ([\d.]+)s")
@@ -159,13 +159,8 @@ def run(args: argparse.Namespace) -> int:
     results["summary_line"] = (
         f"bench-startup: eos_startup_s={s['eos_startup_s']} spark_kafka_startup_s={s['spark_kafka_startup_s']} "
         f"startup_ratio={s['startup_ratio']} recovery_s={s['recovery_s']} recovery_ratio={s['recovery_ratio']}")
-    (out / "startup-results.json").write_text(json.dumps(results, indent=1))
-    (out / "startup-results.md").write_text(markdown(results))
     written = plot(results, out)
-    print()
-    print(markdown(results))
-    print(f"bench-startup: wrote {out / 'startup-results.json'}, {out / 'startup-results.md'}"
-          + (f", {out / written}" if written else " (no plot: matplotlib is not installed)"))
+    write_results(out, "startup-results", results, markdown(results), [written] if written else [], "bench-startup")
     failed = [f"{name} round {i}: {r['error']}" for name, rs in runs.items() for i, r in enumerate(rs, 1) if r["error"]]
     for failure in failed:
         print(f"bench-startup: failed: {failure}")
