@@ -2,8 +2,10 @@
 deployment files x checkpoint on S3 or a local path (16 renderings). Each is checked for template
 leftovers, its file set, parsing deploy/CI files and ruff. The options that only add or remove
 files (workflow, deployment) leave src/ and tests/ byte-identical, which a test below proves, so the
-rendered unit tests run once per (delivery guarantee, checkpoint) pair plus one rendering with every
-name changed: 5 runs, in one shared venv with PYTHONPATH=<rendering>/src and its tools/src."""
+rendered unit tests run for the renderings that change what the defaults do: both guarantees with
+the checkpoint on S3, and one rendering with every name changed (at-least-once, HDFS); the default
+rendering (exactly-once, local) runs its whole suite in test_rendered_suite.py. 3 runs, in one
+shared venv with PYTHONPATH=<rendering>/src and its tools/src."""
 
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ CUSTOM = {
 SMOKE = {**{k: v for k, v in CUSTOM.items() if k != "filter_expression"}, "key_field": "user_id",
          "checkpoint_location": "checkpoints"}
 UNIT_TEST_CELLS = {
-    **{name: CELLS[name] for name in CELLS if "gha_yes-deploy_yes" in name},
+    **{name: CELLS[name] for name in CELLS if "gha_yes-deploy_yes-ckpt_s3" in name},
     "custom-names": CUSTOM,
 }
 WORKFLOW = ".github/workflows/ci.yml"

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -90,6 +91,17 @@ class JobUnderTest:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         return subprocess.CompletedProcess(process.args, process.returncode, stdout=log_path.read_text())
+
+    def health(self, max_batch_age: float) -> dict:
+        """`status --json --check`, as an orchestrator's probe runs it."""
+        command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "status", "--json", "--check",
+                   "--max-batch-age", str(max_batch_age)]
+        for name, value in self.settings().items():
+            command += ["--set", f"{name}={value}"]
+        result = subprocess.run(command, cwd=self.workdir, capture_output=True, text=True, timeout=60)
+        report = json.loads(result.stdout)
+        assert (result.returncode == 0) == report["healthy"], result.stdout + result.stderr
+        return report
 
     def published(self, settle: float = SETTLE_SECONDS) -> Published:
         return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic, settle)

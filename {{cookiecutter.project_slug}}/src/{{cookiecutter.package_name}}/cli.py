@@ -11,7 +11,7 @@ import logging
 import os
 from pathlib import Path
 
-from . import __version__
+from . import __version__, object_store
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
 from .errors import ConfigError, GaveUp, KafkaUnavailable
 from .runtime.logs import report_exit
@@ -33,7 +33,17 @@ def configuration(args: argparse.Namespace) -> JobConfig:
             raise ConfigError(name, f"--set expects option=value, got {item!r}")
         overrides[name.strip()] = value
     path = Path(args.config) if args.config else (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None)
-    return load_config(path, overrides)
+    config = load_config(path, overrides)
+    object_store.use_in_this_process(config.s3)  # the driver reads and writes S3 locations with these
+    return config
+
+
+def reach_storage(config: JobConfig, location: str | None = None) -> None:
+    """A location on S3 (the checkpoint, unless given) answers now, or the command ends in one line
+    naming the setting, before any read of it could end in a stack trace."""
+    location = location or config.checkpoint_location
+    if object_store.on_s3(location):
+        object_store.check_bucket(location, config.s3)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -80,7 +90,9 @@ def _status(args: argparse.Namespace) -> int:
     from .runtime.status import print_status, problems, report
     from .savepoints import commands
 
-    config = commands.effective_config(configuration(args))
+    given = configuration(args)
+    reach_storage(given)
+    config = commands.effective_config(given)
     if not args.check:  # a probe reports an unreachable Kafka as a problem; the command fails in one line
         cluster_topics(config.bootstrap_servers, config.kafka)
     status = report(config)
@@ -100,16 +112,22 @@ def _savepoint(args: argparse.Namespace) -> int:
     if args.action == "create":
         if not args.to:
             raise ConfigError("--to", "savepoint create needs --to PATH (a new local path or s3:// location)")
-        return commands.create(configuration(args), args.to, args.timeout)
+        config = configuration(args)
+        reach_storage(config)
+        reach_storage(config, args.to)
+        return commands.create(config, args.to, args.timeout)
     if not args.path:
         raise ConfigError("path", "savepoint inspect needs the savepoint's PATH")
+    reach_storage(configuration(args), args.path)
     return commands.inspect(args.path, args.json, args.limit)
 
 
 def _state(args: argparse.Namespace) -> int:
     from .savepoints import commands
 
-    return commands.show_state(configuration(args), args.json, args.limit)
+    config = configuration(args)
+    reach_storage(config)
+    return commands.show_state(config, args.json, args.limit)
 
 
 def _topics(args: argparse.Namespace) -> int:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -103,18 +101,6 @@ def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
     assert stopped == 0 and "Traceback" not in log, log[-3000:]
 
 
-def health(job, max_batch_age: float) -> dict:
-    """`status --json --check`, as an orchestrator's probe runs it."""
-    command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "status", "--json", "--check",
-               "--max-batch-age", str(max_batch_age)]
-    for name, value in job.settings().items():
-        command += ["--set", f"{name}={value}"]
-    result = subprocess.run(command, cwd=job.workdir, capture_output=True, text=True, timeout=60)
-    report = json.loads(result.stdout)
-    assert (result.returncode == 0) == report["healthy"], result.stdout + result.stderr
-    return report
-
-
 def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
     """A sink that hangs with its transaction open (phase 2, before the Kafka commit): a probe
     with --max-batch-age = 2 × trigger is green while batches flow and red 2 triggers after the
@@ -131,14 +117,14 @@ def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
     try:
         wait_until(lambda: checkpoint.committed_batches(job.checkpoint_location), 240, "a batch committed",
                    interval=0.2, alive=process, log_path=log_path)
-        flowing = health(job, 2 * trigger)
+        flowing = job.health(2 * trigger)
         assert flowing["healthy"] and flowing["lag_total"] > 0, flowing  # input waits, batches flow
 
         wait_until(job.fault_log.exists, 240, "the commit hung", interval=0.2, alive=process, log_path=log_path)
         stuck_since = job.fault_log.stat().st_mtime
         assert job.fired_faults() == [f"fault injection: hang at {faults.BEFORE_KAFKA_COMMIT} in batch {stuck_batch}"]
         time.sleep(max(0.0, stuck_since + 2 * trigger + 0.5 - time.time()))
-        stuck = health(job, 2 * trigger)
+        stuck = job.health(2 * trigger)
         assert not stuck["healthy"] and stuck["last_committed_batch"] == stuck_batch - 1, stuck
         assert any(problem.startswith("stuck: input waits") for problem in stuck["problems"]), stuck
     finally:

@@ -37,6 +37,7 @@ def run_and_check_exact(job, sample, **options: str) -> Published:
     return published
 
 
+@pytest.mark.fast
 def test_counts_over_several_partitions_are_exact(job):
     sample = produce_sample(job, count=4000, seed=11, partitions=4)
     published = run_and_check_exact(job, sample, max_offsets_per_trigger="1500")  # at least three batches

@@ -1,5 +1,5 @@
-"""Every command that talks to Kafka fails on a broker that does not answer within 15 s, in one
-line naming the option, exit status 2: no traceback, none of the client's own log lines."""
+"""Every command that talks to Kafka or to S3 fails on a service that does not answer within 15 s,
+in one line naming the option, exit status 2: no traceback, none of the client's own log lines."""
 
 from __future__ import annotations
 
@@ -45,3 +45,28 @@ def test_each_kafka_facing_command_fails_in_one_line_naming_bootstrap_servers(tm
         assert lines[0].startswith(f"error: configuration option 'bootstrap_servers': Kafka at {nobody} did not "
                                    "answer"), f"{name}: {lines[0]}"
         assert seconds < 15 + 5, f"{name}: {seconds:.0f}s"  # 5 s for the interpreter and its imports
+
+
+S3_COMMANDS = {  # each reads or writes a location on S3 first: the checkpoint, or the savepoint given
+    "status": [*JOB, "status"],
+    "status --check": [*JOB, "status", "--check"],
+    "state": [*JOB, "state"],
+    "savepoint create": [*JOB, "savepoint", "create", "--to", "s3a://savepoints/one"],
+    "savepoint inspect": [*JOB, "savepoint", "inspect", "s3a://savepoints/one"],
+}
+
+
+def test_each_s3_facing_command_fails_in_one_line_naming_the_endpoint(tmp_path: Path) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"
+    settings = {"checkpoint_location": "s3a://checkpoints/job", "s3.endpoint": nobody, "s3.access_key_id": "key",
+                "s3.secret_access_key": "secret", "s3.path_style_access": "true"}
+    arguments = [argument for name, value in settings.items() for argument in ("--set", f"{name}={value}")]
+    for name, command in S3_COMMANDS.items():
+        started = time.monotonic()
+        result = subprocess.run([*command, *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        assert result.returncode == 2, f"{name}: exit {result.returncode}: {lines[-20:]}"
+        assert len(lines) == 1, f"{name}: {len(lines)} lines: {lines[:20]}"
+        expected = f"error: configuration option 's3.endpoint': cannot reach {nobody}"
+        assert lines[0].startswith(expected), f"{name}: {lines[0]}"
+        assert time.monotonic() - started < 15, f"{name}: {time.monotonic() - started:.0f}s"

@@ -5,7 +5,8 @@ at a batch boundary and waits) or not (then it reads the checkpoint as it is). T
 the one place both see on a cluster too, so the driver keeps a heartbeat file there, and a stop
 request is a file there as well:
 
-    <checkpoint>/driver-heartbeat.json   {"host", "pid", "started_at", "at"}, rewritten every 5 s,
+    <checkpoint>/driver-heartbeat.json   {"host", "pid", "started_at", "at"} and what the runner
+                                         adds (a Kafka outage it waits out), rewritten every 5 s,
                                          deleted when the driver exits cleanly
     <checkpoint>/stop-request.json       {"reason", "at"}, written by `savepoint create`
 
@@ -87,13 +88,15 @@ class Heartbeat(threading.Thread):
     """Keeps the driver's heartbeat and watches for a stop request, which it passes to `on_stop`."""
 
     def __init__(self, location: str, on_stop: Callable[[str], None], on_lost: Callable[[str], None],
-                 interval: float = HEARTBEAT_SECONDS, stop_after: float = STOP_AFTER_FAILING_SECONDS) -> None:
+                 interval: float = HEARTBEAT_SECONDS, stop_after: float = STOP_AFTER_FAILING_SECONDS,
+                 details: Callable[[], dict[str, Any]] = dict) -> None:
         super().__init__(name="driver-heartbeat", daemon=True)
         self.location = location
         self.on_stop = on_stop
         self.on_lost = on_lost  # the heartbeat failed for `stop_after` seconds: the job must stop
         self.interval = interval
         self.stop_after = stop_after
+        self.details = details  # read at each beat, written with it
         self.started_at = time.time()
         self.done = threading.Event()
 
@@ -104,7 +107,8 @@ class Heartbeat(threading.Thread):
         while not self.done.is_set():
             try:
                 fs, base = filesystem(self.location)
-                write_atomic(fs, f"{base}/{HEARTBEAT}", json.dumps({**beat, "at": time.time()}).encode())
+                payload = {**beat, **self.details(), "at": time.time()}
+                write_atomic(fs, f"{base}/{HEARTBEAT}", json.dumps(payload).encode())
                 written = time.monotonic()
                 self._check_request()
             except Exception as error:  # noqa: BLE001 - whatever it is, the next beat tries again

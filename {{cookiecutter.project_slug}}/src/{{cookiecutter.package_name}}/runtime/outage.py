@@ -70,6 +70,12 @@ class OutageTolerance:
     def batch_completed(self) -> None:
         self.since = None
 
+    def heartbeat_details(self) -> dict[str, float]:
+        """For the driver's heartbeat: how long the outage being waited out has lasted, if one is
+        (`status --check` reads it when it cannot ask Kafka itself)."""
+        since = self.since
+        return {} if since is None else {"kafka_unreachable_seconds": round(time.monotonic() - since, 1)}
+
     def watch(self, trigger_seconds: float) -> None:
         """Called every second by the runner with how long the running trigger has taken."""
         now = time.monotonic()

@@ -165,7 +165,7 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
         stop.event.set()
 
     heartbeat = Heartbeat(resolve_location(config.checkpoint_location), lambda reason: _stop_on_request(stop, reason),
-                          heartbeat_lost)
+                          heartbeat_lost, details=outage.heartbeat_details)
     heartbeat.start()
     try:
         _run_until_stopped(spark, config, origin, stop, until_idle_batches, strategy, outage, startup)
