@@ -40,6 +40,7 @@ class KafkaUnavailable(RuntimeError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"{reason}\n{HOW_TO_PROVIDE_KAFKA}")
+        self.reason = reason
 
 
 class KafkaUnreachable(RuntimeError):

@@ -3,6 +3,7 @@ in one line naming the option, exit status 2: no traceback, none of the client's
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -70,3 +71,20 @@ def test_each_s3_facing_command_fails_in_one_line_naming_the_endpoint(tmp_path: 
         expected = f"error: configuration option 's3.endpoint': cannot reach {nobody}"
         assert lines[0].startswith(expected), f"{name}: {lines[0]}"
         assert time.monotonic() - started < 15, f"{name}: {time.monotonic() - started:.0f}s"
+
+
+def test_kafka_up_fails_in_one_line(tmp_path: Path) -> None:
+    """A workdir that cannot be made, and no Maven to resolve Kafka's jars with (an empty jar cache)."""
+    (tmp_path / "file").write_text("")
+    cases = {
+        "--workdir": ([*TOOLS, "kafka", "--workdir", str(tmp_path / "file" / "kafka"), "up"], {},
+                      "error: configuration option '--workdir': cannot create "),
+        "no maven": ([*TOOLS, "kafka", "--workdir", str(tmp_path / "kafka"), "up"],
+                     {"KAFKA_LOCAL_CACHE": str(tmp_path / "cache"), "PATH": str(tmp_path / "empty")},
+                     "error: 'mvn' was not found on PATH"),
+    }
+    for name, (command, env, expected) in cases.items():
+        result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                                env={**os.environ, **env})
+        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(expected), f"{name}: {lines[:20]}"

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.cli import add_config_options, configuration, run_command
+from {{ cookiecutter.package_name }}.errors import ConfigError, KafkaUnavailable
+from {{ cookiecutter.package_name }}.runtime.logs import report_exit
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 
@@ -55,8 +57,17 @@ def _demo(args: argparse.Namespace) -> int:
 def _kafka(args: argparse.Namespace) -> int:
     from .kafka_local import daemon
 
+    workdir = Path(args.workdir)
     if args.action == "up":
-        daemon.up(Path(args.workdir))
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError("--workdir", f"cannot create {workdir}: {error.strerror or error}") from None
+        try:
+            daemon.up(workdir)
+        except KafkaUnavailable as error:  # the reason's first line names the log that holds the rest
+            report_exit(error.reason.splitlines()[0].rstrip(":"))
+            return 2
     else:
         print("kafka: stopped" if daemon.down(Path(args.workdir)) else "kafka: no local broker was running")
     return 0

@@ -56,7 +56,10 @@ def resolve_jars(pom: bytes, name: str, error: Callable[[str], Exception], log=p
             capture_output=True, text=True,
         )
         if result.returncode != 0:
-            raise error(f"Maven could not resolve {name}'s jars:\n" + (result.stdout + result.stderr)[-3000:])
+            output = target / "maven.log"
+            output.write_text(result.stdout + result.stderr)
+            raise error(f"Maven could not resolve {name}'s jars (exit {result.returncode}; its output: {output}):\n"
+                        + (result.stdout + result.stderr)[-3000:])
         shutil.rmtree(jars, ignore_errors=True)
         staging.rename(jars)
         (target / "complete").write_text(name)

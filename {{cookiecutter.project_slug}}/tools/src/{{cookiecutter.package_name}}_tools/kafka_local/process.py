@@ -112,7 +112,10 @@ class LocalKafkaBroker:
                 capture_output=True, text=True,
             )
             if result.returncode != 0:
-                raise KafkaUnavailable(f"formatting KRaft storage failed:\n{result.stdout}{result.stderr}")
+                output = self.workdir / "format.log"
+                output.write_text(result.stdout + result.stderr)
+                raise KafkaUnavailable(f"formatting KRaft storage failed (its output: {output}):\n"
+                                       f"{result.stdout}{result.stderr}")
         return config
 
     def start(self, timeout: float = 90.0) -> float:
