@@ -24,6 +24,14 @@ COMMANDS = {  # each with a checkpoint that has a committed batch, so that it re
 }
 
 
+def assert_one_line(name: str, result: subprocess.CompletedProcess, expected: str) -> None:
+    """Exit status 2 and a single line (stdout and stderr together) that starts with `expected`."""
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert result.returncode == 2, f"{name}: exit {result.returncode}: {lines[-20:]}"
+    assert len(lines) == 1, f"{name}: {len(lines)} lines: {lines[:20]}"
+    assert lines[0].startswith(expected), f"{name}: {lines[0]}"
+
+
 def test_each_kafka_facing_command_fails_in_one_line_naming_bootstrap_servers(tmp_path: Path) -> None:
     (tmp_path / "checkpoint" / "commits").mkdir(parents=True)
     (tmp_path / "checkpoint" / "commits" / "0").write_text("v1\n{}\n")
@@ -40,11 +48,8 @@ def test_each_kafka_facing_command_fails_in_one_line_naming_bootstrap_servers(tm
     with ThreadPoolExecutor(len(COMMANDS)) as pool:  # side by side: each waits for the broker, not the CPU
         results = dict(zip(COMMANDS, pool.map(attempt, COMMANDS.values()), strict=True))
     for name, (result, seconds) in results.items():
-        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-        assert result.returncode == 2, f"{name}: exit {result.returncode}: {lines[-20:]}"
-        assert len(lines) == 1, f"{name}: {len(lines)} lines: {lines[:20]}"
-        assert lines[0].startswith(f"error: configuration option 'bootstrap_servers': Kafka at {nobody} did not "
-                                   "answer"), f"{name}: {lines[0]}"
+        assert_one_line(name, result, f"error: configuration option 'bootstrap_servers': Kafka at {nobody} did not "
+                                      "answer")
         assert seconds < 15 + 5, f"{name}: {seconds:.0f}s"  # 5 s for the interpreter and its imports
 
 
@@ -65,11 +70,7 @@ def test_each_s3_facing_command_fails_in_one_line_naming_the_endpoint(tmp_path: 
     for name, command in S3_COMMANDS.items():
         started = time.monotonic()
         result = subprocess.run([*command, *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-        assert result.returncode == 2, f"{name}: exit {result.returncode}: {lines[-20:]}"
-        assert len(lines) == 1, f"{name}: {len(lines)} lines: {lines[:20]}"
-        expected = f"error: configuration option 's3.endpoint': cannot reach {nobody}"
-        assert lines[0].startswith(expected), f"{name}: {lines[0]}"
+        assert_one_line(name, result, f"error: configuration option 's3.endpoint': cannot reach {nobody}")
         assert time.monotonic() - started < 15, f"{name}: {time.monotonic() - started:.0f}s"
 
 
@@ -86,5 +87,4 @@ def test_kafka_up_fails_in_one_line(tmp_path: Path) -> None:
     for name, (command, env, expected) in cases.items():
         result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60,
                                 env={**os.environ, **env})
-        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(expected), f"{name}: {lines[:20]}"
+        assert_one_line(name, result, expected)
