@@ -77,6 +77,14 @@ def _ping(docker_host: str) -> bool:
         return False
 
 
+def engine_command() -> str:
+    """The command-line client of the engine that answers: podman where container_engine() serves
+    Podman's API (CONTAINERS_CONF set) or no docker client is installed, else docker."""
+    if "CONTAINERS_CONF" in os.environ or shutil.which("docker") is None:
+        return "podman"
+    return "docker"
+
+
 @contextmanager
 def container_engine(log: Log = print, timeout: float = 30.0) -> Iterator[str | None]:
     """Yield DOCKER_HOST of a working engine: None if one already answers, else a Podman service.

@@ -7,6 +7,7 @@ when that tag does not exist yet.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -16,6 +17,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -94,10 +96,7 @@ def ensure_kafka_image(log: Log = print) -> str:
         tag = local_image()
         if _exists(client, tag):
             return tag
-        cache_root().mkdir(parents=True, exist_ok=True)
-        # Concurrent first sessions wait for one build instead of racing.
-        with open(cache_root() / "image.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with _image_lock():
             if not _exists(client, BASE_IMAGE):
                 _build_base(client, log)
             if not _exists(client, tag):
@@ -105,6 +104,29 @@ def ensure_kafka_image(log: Log = print) -> str:
         return tag
     finally:
         client.close()
+
+
+def ensure_base_image(log: Log = print) -> str:
+    """The local Debian bookworm base with Java 17 (built once, as for the Kafka image); another
+    local image may start from it, e.g. the job's own (deploy/image/Dockerfile) where no registry
+    gives debian:bookworm-slim."""
+    client = _client()
+    try:
+        with _image_lock():
+            if not _exists(client, BASE_IMAGE):
+                _build_base(client, log)
+        return BASE_IMAGE
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def _image_lock() -> Iterator[None]:
+    """Concurrent first sessions wait for one build instead of racing."""
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / "image.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _build_base(client: Any, log: Log) -> None:
