@@ -83,15 +83,16 @@ def test_the_same_crash_duplicates_with_the_at_least_once_sink(job):
 
 @pytest.mark.parametrize("shards", ["1", "2"])
 def test_a_batch_past_the_drivers_result_limit_is_staged_and_published_once_through_a_crash(job, shards):
-    """A flood of 50 KB dead letters makes batch 0 larger than spark.driver.maxResultSize (1m
-    here): collecting it on the driver fails, so the executors stage it as Parquet under the
-    checkpoint (a directory per commit shard) and phase 2 streams it from there. The job is
+    """A flood of 50 KB dead letters makes batches 0 and 1 larger than spark.driver.maxResultSize
+    (1m here): collecting batch 0 on the driver fails, so the executors stage it as Parquet under
+    the checkpoint (a directory per commit shard) and phase 2 streams it from there. The job is
     killed after staging, before the Kafka transaction; the re-run stages the batch again,
-    publishes it once, and removes it. Neither run logs a stack trace."""
-    flood = [b"not json " + bytes([65 + i % 26]) * 50_000 + str(i).encode() for i in range(60)]
+    publishes it once, and removes it; batch 1, alike, is staged at once, without the failed
+    collect. Neither run logs a stack trace."""
+    flood = [b"not json " + bytes([65 + i % 26]) * 50_000 + str(i).encode() for i in range(120)]
     produce(job.bootstrap_servers, job.input_topic, flood, partitions=4)
-    sample = produce_sample(job, count=2000, seed=21, partitions=4)
-    options = {"max_offsets_per_trigger": "1000", "commit_shards": shards,
+    sample = produce_sample(job, count=300, seed=21, partitions=4)
+    options = {"max_offsets_per_trigger": "60", "commit_shards": shards,
                "spark": json.dumps({"spark.driver.maxResultSize": "1m"})}
     staged = job.checkpoint / "sinks" / job.sink_id / "staging" / "0"
 
@@ -104,8 +105,12 @@ def test_a_batch_past_the_drivers_result_limit_is_staged_and_published_once_thro
     assert recovered.returncode == 0, recovered.stdout[-3000:]
     assert not staged.exists(), "the published batch's staged files were not removed"
     for run in (crashed, recovered):  # the staged path's one line, no stack trace of Spark's
-        assert "exceed spark.driver.maxResultSize; the executors stage them" in run.stdout, run.stdout[-3000:]
+        assert "batch 0: its records exceed spark.driver.maxResultSize; the executors stage them" in run.stdout, \
+            run.stdout[-3000:]
         assert "\tat org.apache" not in run.stdout and "Traceback" not in run.stdout, run.stdout[-3000:]
+    assert "batch 1: its records exceed" not in recovered.stdout, recovered.stdout[-3000:]
+    assert ("batch 1: the last batch's read-back was past spark.driver.maxResultSize; the executors stage this "
+            "one at once") in recovered.stdout, recovered.stdout[-3000:]
     counts, malformed = merged(sample)
     verdict = job.verify(counts, malformed + flood)
     assert verdict.exactly_once, verdict.problems

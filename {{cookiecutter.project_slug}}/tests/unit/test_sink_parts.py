@@ -116,3 +116,33 @@ def test_a_records_commit_shard_and_the_shards_digest_depend_on_the_records_only
     # Records built on the driver (no executor hash) get a digest of their own, order-independent too.
     table = first.select(["topic", "key", "value"])
     assert digest(table) == digest(table.take(list(range(table.num_rows))[::-1])) != digest(table.slice(1))
+
+
+def test_after_a_part_too_large_for_the_driver_the_next_batch_stages_it_at_once_until_one_would_fit(spark):
+    """A backlog's batches are alike: after a staged part past half the driver's result limit, the
+    next batch's part skips the collect that would fail (the batch computed once, not twice); a
+    staged part that would have fit with room to spare sends the next one back to the driver."""
+    import pyarrow as pa
+    from pyarrow import fs as pafs
+
+    from {{ cookiecutter.package_name }}.sink.batch_records import InlineRecords, StagedRecords, StagingForecast
+    from {{ cookiecutter.package_name }}.sink.kafka_sink import result_limit_bytes
+
+    def staged(uncompressed_bytes: int) -> StagedRecords:
+        return StagedRecords(pafs.LocalFileSystem(), [[]], [1], [], 0, [0], uncompressed_bytes)
+
+    limit = 1_000_000
+    forecast = StagingForecast()
+    assert not forecast.stage_first("read-back")
+    forecast.observe("read-back", staged(600_000), limit)
+    assert forecast.stage_first("read-back") and not forecast.stage_first("output")
+    forecast.observe("read-back", staged(600_000), limit)
+    assert forecast.stage_first("read-back")
+    forecast.observe("read-back", staged(400_000), limit)
+    assert not forecast.stage_first("read-back")
+    forecast.observe("output", staged(600_000), limit)
+    forecast.observe("output", InlineRecords([pa.table({"topic": ["t"]})]), limit)
+    assert not forecast.stage_first("output")
+    forecast.observe("output", staged(600_000), 0)  # 0: no limit, nothing is too large
+    assert not forecast.stage_first("output")
+    assert result_limit_bytes(spark) == 1 << 30  # Spark's default, 1g

@@ -8,7 +8,9 @@ of two forms, so that a batch of any size fits the driver:
   executors then write it as Parquet under the checkpoint (`sinks/<sink>/staging/<N>/<part>`),
   and phase 2 streams it from there, one chunk at a time. Spark computes the part again for
   that (the output from the same shuffle and state version: a second action on the batch, as
-  Spark's foreachBatch documentation allows), so the records are the same.
+  Spark's foreachBatch documentation allows), so the records are the same. The batches of a
+  backlog are alike (maxOffsetsPerTrigger), so after a part too large for the driver the next
+  batch's part is staged at once, computed once (StagingForecast), until one would have fit.
 
 Either way the driver holds one chunk of Python objects at a time while it produces.
 
@@ -79,6 +81,7 @@ class StagedRecords:
     references: list[bytes]
     size_bytes: int  # of its files
     digests: list[int]
+    uncompressed_bytes: int = 0  # of its columns' data (Parquet's row group sizes): what collecting it would carry
     staged = True
 
     @classmethod
@@ -97,7 +100,7 @@ class StagedRecords:
                     rows[shard] += chunk.num_rows - pc.sum(unpublished.cast(pa.int64())).as_py()
                     digests[shard] = combine(digests[shard], digest(chunk.filter(pc.invert(unpublished))))
         size = sum(info.size or 0 for info in fs.get_file_info([path for paths in files for path in paths]))
-        return cls(fs, files, rows, references, size, digests)
+        return cls(fs, files, rows, references, size, digests, _uncompressed_bytes(fs, files))
 
     def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
         for path in self.files[shard]:
@@ -130,6 +133,25 @@ class CombinedRecords:
 
 
 BatchRecords = InlineRecords | StagedRecords | CombinedRecords
+
+
+class StagingForecast:
+    """Which parts of the next batch go to staging without first being collected: the parts whose
+    last batch was staged and would not have fit in half the driver's result limit. A flood of
+    large records then costs one failed collect (one batch computed twice), not one per batch;
+    once a staged part would have fit with room to spare, the next one is collected again."""
+
+    def __init__(self) -> None:
+        self._parts: set[str] = set()
+
+    def stage_first(self, part: str) -> bool:
+        return part in self._parts
+
+    def observe(self, part: str, records: InlineRecords | StagedRecords, limit_bytes: int) -> None:
+        if isinstance(records, StagedRecords) and 2 * records.uncompressed_bytes > limit_bytes > 0:
+            self._parts.add(part)
+        else:
+            self._parts.discard(part)
 
 
 def total_rows(records: BatchRecords) -> int:
@@ -204,6 +226,15 @@ def result_too_large(error: BaseException) -> bool:
 def _batches(fs: pafs.FileSystem, path: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
     with fs.open_input_file(path) as source:
         yield from pq.ParquetFile(source).iter_batches(PRODUCE_CHUNK_ROWS, columns=columns)
+
+
+def _uncompressed_bytes(fs: pafs.FileSystem, files: list[list[str]]) -> int:
+    total = 0
+    for path in (path for paths in files for path in paths):
+        with fs.open_input_file(path) as source:
+            metadata = pq.ParquetFile(source).metadata
+            total += sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    return total
 
 
 def _parquet_files(fs: pafs.FileSystem, directory: str) -> list[str]:

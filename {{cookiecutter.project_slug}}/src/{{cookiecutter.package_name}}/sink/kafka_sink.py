@@ -41,6 +41,7 @@ from .batch_records import (
     CombinedRecords,
     InlineRecords,
     StagedRecords,
+    StagingForecast,
     result_too_large,
     staging_location,
 )
@@ -81,6 +82,8 @@ class KafkaSink:
         self.read_back = read_back
         self.stopping = stopping  # set by the runner: the job stops, no new batch starts publishing
         self.pool = ProducerPool()
+        self.forecast = StagingForecast()
+        self._result_limit: int | None = None  # spark.driver.maxResultSize in bytes, read at the first batch
         self._published: OrderedDict[int, Published] = OrderedDict()
 
     def published(self, batch_id: int) -> Published | None:
@@ -104,12 +107,11 @@ class KafkaSink:
         else:
             # Phase 1: the batch's one execution, its records on the driver (or staged), then
             # the records its references name.
-            computed = compute(for_commit(records, self.settings.shards), self.settings, batch_id, "output")
+            computed = self._compute(records, batch_id, "output")
             batch: BatchRecords = computed
             if computed.references:
                 more = self._read_back(output.sparkSession, computed.references, batch_id)
-                read_back = compute(for_commit(more, self.settings.shards), self.settings, batch_id, "read-back")
-                batch = CombinedRecords([computed, read_back])
+                batch = CombinedRecords([computed, self._compute(more, batch_id, "read-back")])
             # Phase 2, on the driver, once every task of the batch succeeded.
             if (published := commit_batch(self.settings, batch, batch_id, self.pool, self.stopping)) is not None:
                 self._published[batch_id] = published
@@ -117,28 +119,50 @@ class KafkaSink:
                     self._published.popitem(last=False)
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
 
+    def _compute(self, records: DataFrame, batch_id: int, part: str) -> InlineRecords | StagedRecords:
+        if self._result_limit is None:
+            self._result_limit = result_limit_bytes(records.sparkSession)
+        computed = compute(for_commit(records, self.settings.shards), self.settings, batch_id, part,
+                           stage_first=self.forecast.stage_first(part))
+        self.forecast.observe(part, computed, self._result_limit)
+        return computed
+
     def _read_back(self, spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
         if self.read_back is None:
             raise RuntimeError(f"batch {batch_id}: {len(references)} records without a topic, and no read-back")
         return self.read_back(spark, references, batch_id)
 
 
-def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str) -> InlineRecords | StagedRecords:
-    """The batch's records, inline; past spark.driver.maxResultSize, staged by the executors."""
-    try:
-        return InlineRecords.of(records.toArrow(), settings.shards)
-    except Py4JJavaError as error:
-        if not result_too_large(error):
-            raise
+def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str, stage_first: bool = False
+            ) -> InlineRecords | StagedRecords:
+    """The batch's records, inline; past spark.driver.maxResultSize, staged by the executors.
+    `stage_first`: staged without trying the driver first (StagingForecast)."""
     location = staging_location(settings.checkpoint, settings.sink_id, batch_id, part)
-    log.warning("batch %d: its records exceed spark.driver.maxResultSize; the executors stage them at %s",
-                batch_id, location)
+    if stage_first:
+        log.info("batch %d: the last batch's %s was past spark.driver.maxResultSize; the executors stage "
+                 "this one at once at %s", batch_id, part, location)
+    else:
+        try:
+            return InlineRecords.of(records.toArrow(), settings.shards)
+        except Py4JJavaError as error:
+            if not result_too_large(error):
+                raise
+        log.warning("batch %d: its records exceed spark.driver.maxResultSize; the executors stage them at %s",
+                    batch_id, location)
     writer = records.write.mode("overwrite")  # a crashed run's files for this batch are replaced
     # The checkpoint's own URI: Spark reaches it as it reaches the checkpoint (s3:// too, via S3A).
     (writer.partitionBy(SHARD) if settings.shards > 1 else writer).parquet(location)
     staged = StagedRecords.read(location, settings.shards)
     metrics.STAGED_BYTES.labels(settings.sink_id).inc(staged.size_bytes)
     return staged
+
+
+def result_limit_bytes(spark: SparkSession) -> int:
+    """spark.driver.maxResultSize in bytes (0: no limit), parsed as Spark parses it."""
+    setting = spark.sparkContext.getConf().get("spark.driver.maxResultSize", "1g")
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(setting))
 
 
 def for_commit(records: DataFrame, shards: int) -> DataFrame:
