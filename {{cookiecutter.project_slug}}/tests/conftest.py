@@ -15,7 +15,13 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, Kafka
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 
-from harness import CONFIG, JobUnderTest
+from harness import CONFIG, TEST_JVM_OPTIONS, JobUnderTest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every driver JVM that spark-submit starts for the tests (the jobs, the tools' commands,
+    the unit tests' session) reads SPARK_SUBMIT_OPTS."""
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JVM_OPTIONS}".strip()
 
 
 @pytest.fixture(scope="session")
