@@ -30,9 +30,8 @@ from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.sample import Keep, SampleInput, as_key, configured_sample, produce
 from {{ cookiecutter.package_name }}_tools.verify import Verdict, judge
 
-# The tests' JVMs compile with C1 alone: a job under test lives seconds to a few minutes, in which
-# C2's compilations cost more CPU than its faster code saves (a savepoint test's wall time falls by
-# about a fifth on 2 cores). Production keeps the JVM's default tiered compilation.
+# The tests' JVMs compile with C1 alone, as the job's local driver does (session.QUICK_JIT): given
+# to every JVM spark-submit starts for them (the cluster suite's drivers and executors).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the job's `${...}` setting
 

@@ -51,11 +51,12 @@ def _inputs() -> list[str]:
     return described
 
 
-def java_options(extra_jars: list[str], write: bool, directory: Path | None = None) -> str:
-    """The driver JVM's options: map the archive; or, without one and with `write`, have the JVM
-    write it at exit, unless a live run is writing it already."""
+def java_options(class_path: list[str], write: bool, directory: Path | None = None) -> str:
+    """The driver JVM's options, given the jars its class path adds to PySpark's: map the archive;
+    or, without one and with `write`, have the JVM write it at exit, unless a live run is writing
+    it already."""
     directory = directory or archive_dir()
-    key = hashlib.sha256("\n".join([*_inputs(), *extra_jars]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join([*_inputs(), "class path:", *class_path]).encode()).hexdigest()[:16]
     archive = directory / f"{key}.jsa"
     if archive.is_file():
         with contextlib.suppress(OSError):

@@ -3,7 +3,8 @@
 `spark.jars.packages` has Ivy resolve the Kafka connector (and hadoop-aws for S3) at every start:
 one to two seconds of the JVM's start even when Ivy's cache holds every jar. After a start that
 resolved them, the list of jar files Spark put on its class path is kept in a small file (one per
-set of packages and Ivy settings); later starts on this host pass those files as `spark.jars`.
+set of packages and Ivy settings); later starts on this host put those files on the driver's class
+path in local mode, or pass them as `spark.jars` (session.py).
 A list whose jars are gone (Ivy's cache cleared) is ignored and resolved again; first starts
 on a host resolve one at a time (Ivy's cache is not safe for concurrent resolutions). Under
 `spark-submit` none of this applies: its `--packages` or `--jars` decide (deploy/spark-submit.sh).

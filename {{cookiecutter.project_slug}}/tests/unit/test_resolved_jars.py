@@ -50,7 +50,7 @@ def test_a_resolution_naming_a_missing_jar_or_an_unwritable_cache_is_not_remembe
 
 def test_starts_resolve_once_then_take_the_jars_from_the_class_path_and_the_classes_from_an_archive(tmp_path):
     """Three real starts with empty caches: the first resolves with Ivy and remembers the jars;
-    the second resolves nothing, still has the Kafka source, and its JVM writes the class archive
+    the second resolves nothing, has the Kafka source from its class path, and its JVM writes the class archive
     as it stops; the third maps that archive (class_archive.py)."""
     app = tmp_path / "app.py"
     app.write_text(
@@ -59,6 +59,7 @@ def test_starts_resolve_once_then_take_the_jars_from_the_class_path_and_the_clas
         "loader = spark._jvm.Thread.currentThread().getContextClassLoader()\n"
         "spark._jvm.java.lang.Class.forName('org.apache.spark.sql.kafka010.KafkaSourceProvider', True, loader)\n"
         "print('JARS=' + spark.sparkContext.getConf().get('spark.jars', ''))\n"
+        "print('CLASSPATH=' + spark.sparkContext.getConf().get('spark.driver.extraClassPath', ''))\n"
         "print('JVM=' + spark.sparkContext.getConf().get('spark.driver.extraJavaOptions', ''))\n"
         "session.stop(spark)\n"
     )
@@ -73,7 +74,7 @@ def test_starts_resolve_once_then_take_the_jars_from_the_class_path_and_the_clas
     first, second, third = (run.stdout + run.stderr for run in runs)
     assert ":: resolving dependencies" in first and "ArchiveClassesAtExit" not in first
     assert ":: resolving dependencies" not in second and "-XX:ArchiveClassesAtExit=" in second
-    assert "spark-sql-kafka-0-10" in second
+    assert "spark-sql-kafka-0-10" in second.split("CLASSPATH=")[1]  # local mode: on the driver's class path
     assert f"-XX:SharedArchiveFile={next(archives.glob('*.jsa'))}" in third
 
 

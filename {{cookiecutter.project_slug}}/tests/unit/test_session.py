@@ -20,6 +20,14 @@ def test_the_shipped_spark_configuration_files_parse():
     assert "rootLogger.level = warn" in session.LOG4J2_CONFIG.read_text()
 
 
+def test_the_driver_jvm_compiles_with_c1_unless_the_spark_table_says_otherwise(spark):
+    options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "").split()
+    assert session.QUICK_JIT in options
+    assert session.jvm_options("-Dx=1", session.QUICK_JIT, "", " -XX:TieredStopAtLevel=4 ").split() == [
+        "-Dx=1", session.QUICK_JIT, "-XX:TieredStopAtLevel=4"]  # the JVM takes the last one given
+    assert session.jvm_options("-Dx=1", None) == "-Dx=1"
+
+
 def test_a_master_given_by_spark_submit_is_not_overridden(monkeypatch):
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     assert not session.launched_by_spark_submit()

@@ -3,8 +3,8 @@ filter and count (groupBy count, update mode, RocksDB state as this job), at-lea
 
 The connector comes the way a team gets it for Spark's own pipeline: `spark.jars.packages`,
 resolved by Ivy (from its cache) at every start, in the version of the installed pyspark. The
-job's own starts take the jars a first resolution found from the class path (resolved_jars.py):
-a trick of the job's, not the baseline's.
+job's own starts take the jars a first resolution found from the class path (resolved_jars.py)
+and compile with C1 alone (session.QUICK_JIT): tricks of the job's, not the baseline's.
 
     python -m <package>_tools.bench.spark_kafka --bootstrap B --input T ...
 """
@@ -15,6 +15,9 @@ import argparse
 import sys
 
 from .progress import record_progress
+
+# The JVM's own default, given last so that it overrides the job's session.QUICK_JIT.
+JVM_DEFAULT_JIT = "-XX:TieredStopAtLevel=4"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,10 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     from {{ cookiecutter.package_name }}.kafka_client import FETCH_MAX_WAIT_MS
     from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR, checkpoint_conf, spark_session
 
-    # The job's session for its checkpoint (job.spark_session): like for like, except that the
-    # connector is resolved at every start (a [spark] table naming spark.jars.packages does that).
+    # The job's session for its checkpoint (job.spark_session): like for like, except for what a
+    # team's own pipeline would not have: the connector is resolved at every start (a [spark]
+    # table naming spark.jars.packages does that), and the driver JVM compiles as the JVM does by
+    # default, C1 then C2 (the job's session.QUICK_JIT is the job's own).
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions,
-                          conf={**checkpoint_conf(args.checkpoint), "spark.jars.packages": KAFKA_CONNECTOR})
+                          conf={**checkpoint_conf(args.checkpoint), "spark.jars.packages": KAFKA_CONNECTOR,
+                                "spark.driver.extraJavaOptions": JVM_DEFAULT_JIT})
     progress = record_progress(spark, args.progress_file)
     key = args.key_field
     events = (
