@@ -72,18 +72,30 @@ class JobUnderTest:
         return {**disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, "test", self.guarantee,
                                           self.checkpoint_location), **self.options}
 
-    def run(self, fault: str | None = None, fault_batch: int = 0, until_idle: int = 3, timeout: float = 400,
-            extra_env: dict[str, str] | None = None, **options: str) -> subprocess.CompletedProcess:
-        """Run the job to the end of its input (or until a fault kills it); the log is kept per run."""
+    def start(self, fault: str | None = None, fault_batch: int = 0, fault_mode: str = "kill", until_idle: int = 3,
+              extra_env: dict[str, str] | None = None, **options: str) -> tuple[subprocess.Popen, Path]:
+        """Start the job, to run to the end of its input (or until a fault kills it); returns the
+        process and its log, kept per run."""
         self.runs += 1
         env = {**self.launcher_env, **(extra_env or {})}
         if fault:
             env[faults.POINT_VARIABLE] = fault
             env[faults.BATCH_VARIABLE] = str(fault_batch)
+            env.setdefault(faults.MODE_VARIABLE, fault_mode)  # a test may give it in extra_env
             env[faults.LOG_VARIABLE] = str(self.fault_log)
         log_path = self.workdir / f"run-{self.runs}.log"
         process = start_job(["run", "--until-idle", str(until_idle)], {**self.settings(), **options}, self.workdir,
                             log_path, env, self.launcher)
+        return process, log_path
+
+    def release(self, point: str, batch_id: int) -> None:
+        """End the job's pause at `point` in batch `batch_id` (fault mode pause)."""
+        Path(faults.release_file(str(self.fault_log), point, batch_id)).touch()
+
+    def run(self, fault: str | None = None, fault_batch: int = 0, until_idle: int = 3, timeout: float = 400,
+            extra_env: dict[str, str] | None = None, **options: str) -> subprocess.CompletedProcess:
+        """Run the job to the end of its input (or until a fault kills it); the log is kept per run."""
+        process, log_path = self.start(fault, fault_batch, until_idle=until_idle, extra_env=extra_env, **options)
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:

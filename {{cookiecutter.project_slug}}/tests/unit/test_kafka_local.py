@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaUnavailable, chosen_provider
+from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster, transaction_log_partition
 from {{ cookiecutter.package_name }}_tools.kafka_local.process import server_properties
 
 
@@ -15,6 +16,26 @@ def test_single_broker_settings_allow_transactions(tmp_path):
     assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094"
     assert properties["sasl.enabled.mechanisms"] == "PLAIN"
     assert properties["process.roles"] == "broker,controller"
+
+
+def test_a_clusters_nodes_share_a_quorum_and_keep_three_replicas_two_in_sync(tmp_path):
+    cluster = LocalKafkaCluster(tmp_path)
+    voters = ",".join(f"{n}@127.0.0.1:{node.controller_port}" for n, node in cluster.nodes.items())
+    assert len({node.cluster_id for node in cluster.nodes.values()}) == 1
+    props = server_properties(tmp_path, 9092, 9093, 9094, node_id=2, voters=voters)
+    assert "node.id=2" in props and f"controller.quorum.voters={voters}" in props
+    for line in ("default.replication.factor=3", "min.insync.replicas=2", "transaction.state.log.replication.factor=3",
+                 "transaction.state.log.min.isr=2", "offsets.topic.replication.factor=3"):
+        assert line in props.splitlines()
+    assert cluster.bootstrap_servers.count(",") == 2
+    with pytest.raises(ValueError, match="at least 3"):
+        LocalKafkaCluster(tmp_path, brokers=2)
+
+
+def test_a_transactional_ids_coordinator_partition_is_kafkas():
+    """Utils.abs(id.hashCode()) % partitions, as Java computes String.hashCode (vectors from jshell)."""
+    assert [transaction_log_partition(name) for name in ("hello", "bench-bench-eos-12345678-0", "é-ü-0")] == [4, 3, 5]
+    assert transaction_log_partition("polygenelubricants") == 0  # its hash code is Integer.MIN_VALUE
 
 
 def test_unknown_provider_is_rejected_with_the_choices(monkeypatch):

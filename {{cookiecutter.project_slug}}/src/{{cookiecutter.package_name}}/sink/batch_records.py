@@ -92,15 +92,20 @@ class StagedRecords:
         rows = [0] * shards
         digests = [0] * shards
         references: list[bytes] = []
-        for shard, paths in enumerate(files):  # one pass over the topic, key and digest columns
+        size = uncompressed = 0
+        for shard, paths in enumerate(files):  # one pass over each file's topic, key and digest columns
             for path in paths:
-                for chunk in _batches(fs, path, ["topic", "key", DIGEST]):
-                    unpublished = pc.is_null(chunk.column("topic"))
-                    references += chunk.filter(unpublished).column("key").to_pylist()
-                    rows[shard] += chunk.num_rows - pc.sum(unpublished.cast(pa.int64())).as_py()
-                    digests[shard] = combine(digests[shard], digest(chunk.filter(pc.invert(unpublished))))
-        size = sum(info.size or 0 for info in fs.get_file_info([path for paths in files for path in paths]))
-        return cls(fs, files, rows, references, size, digests, _uncompressed_bytes(fs, files))
+                with fs.open_input_file(path) as source:
+                    parquet = pq.ParquetFile(source)
+                    size += source.size()
+                    uncompressed += sum(parquet.metadata.row_group(i).total_byte_size
+                                        for i in range(parquet.metadata.num_row_groups))
+                    for chunk in parquet.iter_batches(PRODUCE_CHUNK_ROWS, columns=["topic", "key", DIGEST]):
+                        unpublished = pc.is_null(chunk.column("topic"))
+                        references += chunk.filter(unpublished).column("key").to_pylist()
+                        rows[shard] += chunk.num_rows - pc.sum(unpublished.cast(pa.int64())).as_py()
+                        digests[shard] = combine(digests[shard], digest(chunk.filter(pc.invert(unpublished))))
+        return cls(fs, files, rows, references, size, digests, uncompressed)
 
     def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
         for path in self.files[shard]:
@@ -226,15 +231,6 @@ def result_too_large(error: BaseException) -> bool:
 def _batches(fs: pafs.FileSystem, path: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
     with fs.open_input_file(path) as source:
         yield from pq.ParquetFile(source).iter_batches(PRODUCE_CHUNK_ROWS, columns=columns)
-
-
-def _uncompressed_bytes(fs: pafs.FileSystem, files: list[list[str]]) -> int:
-    total = 0
-    for path in (path for paths in files for path in paths):
-        with fs.open_input_file(path) as source:
-            metadata = pq.ParquetFile(source).metadata
-            total += sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
-    return total
 
 
 def _parquet_files(fs: pafs.FileSystem, directory: str) -> list[str]:

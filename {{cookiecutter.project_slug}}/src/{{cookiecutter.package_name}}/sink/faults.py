@@ -1,11 +1,14 @@
 """Fault injection for the crash tests: SIGKILL at a named step of the commit protocol.
 
 Enabled only through the environment, never through the job's configuration:
-  {{ cookiecutter.package_name | upper }}_FAULT_POINT  one of POINTS
+  {{ cookiecutter.package_name | upper }}_FAULT_POINT  one of POINTS, or several separated by commas
   {{ cookiecutter.package_name | upper }}_FAULT_BATCH  fire at the first batch with id >= this (default 0)
-  {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default), raise or hang: raise fails the batch with an
+  {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default), raise, hang or pause: raise fails the batch with an
                                   exception instead, to exercise the runner's restart strategy;
-                                  hang sleeps there for an hour, a stuck sink for health checks
+                                  hang sleeps there for an hour, a stuck sink for health checks;
+                                  pause waits there, in every batch from the first, until the
+                                  file `<fault log>.release-<point>-<batch>` exists: a test acts
+                                  on Kafka meanwhile (kills the leader of a partition, a coordinator)
 Every point is on the driver. A fault kills the driver's process group (the driver's Python
 process and its JVM): a real crash of the driver, with no clean-up, exactly like a lost machine.
 """
@@ -22,6 +25,7 @@ POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
 MODE_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_MODE"
 LOG_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_LOG"  # a file each fired fault is recorded in
+PAUSE_SECONDS = 600  # a pause that nothing released ends by itself
 
 BATCH_COMPUTED = "batch_computed"  # the batch's records are on the driver; the coordinator has not started
 AFTER_LOG_ENTRY = "after_log_entry"  # the sink log says prepared; Kafka untouched
@@ -39,11 +43,13 @@ SAVEPOINT_SEED_COPIED = "savepoint_seed_copied"
 SAVEPOINT_POINTS = (SAVEPOINT_STATE_WRITTEN, SAVEPOINT_SEED_COPIED)
 
 
-def armed_point() -> str | None:
-    point = os.environ.get(POINT_VARIABLE) or None
-    if point is not None and point not in POINTS + SAVEPOINT_POINTS:
-        raise ValueError(f"{POINT_VARIABLE}={point!r} is not one of {', '.join(POINTS + SAVEPOINT_POINTS)}")
-    return point
+def armed_points() -> tuple[str, ...]:
+    """The points armed: one, or several separated by commas (the first reached fires)."""
+    points = tuple(point.strip() for point in os.environ.get(POINT_VARIABLE, "").split(",") if point.strip())
+    for point in points:
+        if point not in POINTS + SAVEPOINT_POINTS:
+            raise ValueError(f"{POINT_VARIABLE}={point!r} is not one of {', '.join(POINTS + SAVEPOINT_POINTS)}")
+    return points
 
 
 class InjectedFault(RuntimeError):
@@ -53,18 +59,36 @@ class InjectedFault(RuntimeError):
 def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> None:
     """SIGKILL this process group (or raise) if `point` is armed for this batch. At
     WRITING_SPARK_COMMIT, first leave what a crash in the middle of Spark's commit leaves."""
-    if armed_point() != point or batch_id < int(os.environ.get(BATCH_VARIABLE, "0")):
+    if point not in armed_points() or batch_id < int(os.environ.get(BATCH_VARIABLE, "0")):
         return
     if point == WRITING_SPARK_COMMIT and checkpoint is not None:
         _leave_partial_commit(checkpoint, batch_id)
     mode = os.environ.get(MODE_VARIABLE, "kill")
     if mode == "raise":
         raise InjectedFault(f"fault injection: {point} in batch {batch_id}")
+    if mode == "pause":
+        _pause(point, batch_id)
+        return
     _record(f"fault injection: {'hang' if mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}")
     if mode == "hang":
         time.sleep(3600)
         return
     os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def release_file(fault_log: str, point: str, batch_id: int) -> str:
+    """The file whose existence ends a pause at `point` in batch `batch_id`."""
+    return f"{fault_log}.release-{point}-{batch_id}"
+
+
+def _pause(point: str, batch_id: int, timeout: float = PAUSE_SECONDS) -> None:
+    log_path = os.environ.get(LOG_VARIABLE)
+    if not log_path:
+        raise ValueError(f"{MODE_VARIABLE}=pause needs {LOG_VARIABLE}: the file a test reads the pause from")
+    _record(f"fault injection: pause at {point} in batch {batch_id}")
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(release_file(log_path, point, batch_id)) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _record(message: str) -> None:

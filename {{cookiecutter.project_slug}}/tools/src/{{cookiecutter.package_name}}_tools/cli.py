@@ -63,8 +63,10 @@ def _kafka(args: argparse.Namespace) -> int:
             workdir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise ConfigError("--workdir", f"cannot create {workdir}: {error.strerror or error}") from None
+        if args.brokers != 1 and args.brokers < 3:
+            raise ConfigError("--brokers", f"{args.brokers}: 1 (a broker alone) or 3 and more (a cluster)")
         try:
-            daemon.up(workdir)
+            daemon.up(workdir, args.brokers)
         except KafkaUnavailable as error:  # the reason's first line names the log that holds the rest
             report_exit(error.reason.splitlines()[0].rstrip(":"))
             return 2
@@ -106,8 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     startup = command("bench-startup", _tool("bench.startup"),
                       "where a start and a restart after SIGKILL go, next to Spark's own pipeline")
     importlib.import_module(".bench.startup", __package__).add_arguments(startup)
-    kafka = command("kafka", _kafka, "start or stop a local single-node Kafka broker")
+    kafka = command("kafka", _kafka, "start or stop a local Kafka: one broker, or a cluster of three")
     kafka.add_argument("action", choices=["up", "down"])
+    kafka.add_argument("--brokers", type=int, default=1,
+                       help="1 (default), or 3: three brokers, each a KRaft controller too, topics with "
+                            "3 replicas and min.insync.replicas=2")
     kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
     return parser
 

@@ -3,6 +3,7 @@ engine the Kafka fixture would use, for a test to run the job in it as Kubernete
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 from .kafka_local.engine import Log, container_engine, engine_command
 from .kafka_local.image import ensure_base_image, registry_reachable
 
-DEFAULT_BASE = "debian:bookworm-slim"  # deploy/image/Dockerfile's BASE_IMAGE
+BASE_ARGUMENT = re.compile(r"^ARG BASE_IMAGE=(\S+)", re.MULTILINE)
 
 
 class ImageUnavailable(Exception):
@@ -38,7 +39,8 @@ def job_image(project: Path, tag: str, log_path: Path, log: Log = print) -> Iter
     try:
         with container_engine(log):
             engine = engine_command()
-            base = DEFAULT_BASE if registry_reachable(DEFAULT_BASE) else ensure_base_image(log)
+            default = dockerfile_base(project)
+            base = default if registry_reachable(default) else ensure_base_image(log)
             started = time.monotonic()
             with open(log_path, "w") as build_log:
                 built = subprocess.run(["make", "image", f"IMAGE={tag}", f"ENGINE={engine}", f"BASE_IMAGE={base}"],
@@ -52,3 +54,11 @@ def job_image(project: Path, tag: str, log_path: Path, log: Log = print) -> Iter
                 subprocess.run([engine, "rmi", "--force", tag], capture_output=True)
     except KafkaUnavailable as error:  # no container engine, or no base image for it
         raise ImageUnavailable(str(error)) from error
+
+
+def dockerfile_base(project: Path) -> str:
+    """The base image deploy/image/Dockerfile names by default (its `ARG BASE_IMAGE=`)."""
+    dockerfile = project / "deploy" / "image" / "Dockerfile"
+    if (found := BASE_ARGUMENT.search(dockerfile.read_text())) is None:
+        raise ImageUnavailable(f"{dockerfile} has no `ARG BASE_IMAGE=<image>` line")
+    return found[1]

@@ -13,11 +13,12 @@ if TYPE_CHECKING:  # the client is imported when used: the CLI builds its parser
 
 def create_topics(bootstrap_servers: str, partitions: Mapping[str, int], config: Mapping[str, str] | None = None,
                   client: Mapping[str, Any] | None = None) -> None:
-    """Create each topic with its partition count (replication 1: the test broker is single-node)."""
+    """Create each topic with its partition count and the cluster's default replication
+    (`default.replication.factor`: 1 on a broker alone, 3 on the local cluster)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client or {})})
-    futures = admin.create_topics([NewTopic(name, n, 1, config=dict(config or {})) for name, n in partitions.items()])
+    futures = admin.create_topics([NewTopic(name, n, -1, config=dict(config or {})) for name, n in partitions.items()])
     for future in futures.values():
         future.result(timeout=60)
 

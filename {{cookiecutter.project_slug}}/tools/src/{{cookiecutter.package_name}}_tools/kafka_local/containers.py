@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
 from ..processes import free_port
 from . import sasl
-from .process import _new_cluster_id
+from .process import new_cluster_id
 
 DATA_DIR = "/var/lib/kafka/data"  # a volume in apache/kafka, owned by its non-root user
 OWNER_LABEL = "kafka-local.owner"  # "<host>:<pid>" of the session that started the container
@@ -135,7 +135,7 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
         .with_bind_ports(port, port)
         .with_bind_ports(sasl_port, sasl_port)
         .with_volume_mapping(volume, DATA_DIR, "rw")
-        .with_env("CLUSTER_ID", _cluster_id())
+        .with_env("CLUSTER_ID", new_cluster_id())
     )
     for name, value in kafka_environment(port, sasl_port).items():
         container = container.with_env(name, value)
@@ -151,13 +151,6 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
     finally:
         _remove_volume(client, volume)
         client.close()
-
-
-def _cluster_id() -> str:
-    """A KRaft cluster id that does not start with "-", which the storage tool reads as an option."""
-    while (cluster_id := _new_cluster_id()).startswith("-"):
-        pass
-    return cluster_id
 
 
 def _remove_volume(client: Any, name: str) -> None:

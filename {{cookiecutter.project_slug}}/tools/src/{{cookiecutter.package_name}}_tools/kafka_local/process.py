@@ -1,5 +1,6 @@
-"""A real single-node Apache Kafka broker (KRaft, broker + controller in one JVM),
-started from Kafka's own jars, which Maven resolves once into a cache outside the repo."""
+"""A real Apache Kafka broker (KRaft, broker + controller in one JVM), started from Kafka's own
+jars, which Maven resolves once into a cache outside the repo: one on its own, or a node of a
+cluster (cluster.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..processes import free_port
 from . import sasl
 
 KAFKA_VERSION = "4.3.0"
+TRANSACTION_LOG_PARTITIONS = 6
 _READY_LINE = "Kafka Server started"
 
 
@@ -40,11 +42,18 @@ def resolve_jars(log=print) -> Path:
     return maven.resolve_jars(_resource("pom.xml"), f"kafka-{KAFKA_VERSION}", KafkaUnavailable, log)
 
 
-def server_properties(data_dir: Path, port: int, controller_port: int, sasl_port: int) -> str:
+def server_properties(data_dir: Path, port: int, controller_port: int, sasl_port: int, node_id: int = 1,
+                      voters: str | None = None) -> str:
+    """One node's configuration. `voters` (`id@host:port,...`): a node of a cluster with that
+    static controller quorum, whose internal and default topics have three replicas, two of them
+    in sync to accept a write; without, a broker on its own (a quorum of itself, one replica)."""
+    replicas, in_sync = (3, 2) if voters else (1, 1)
+    quorum = f"controller.quorum.voters={voters}" if voters else \
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}"
     return "\n".join([
         "process.roles=broker,controller",
-        "node.id=1",
-        f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}",
+        f"node.id={node_id}",
+        quorum,
         f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port},"
         f"{sasl.LISTENER}://127.0.0.1:{sasl_port}",
         f"advertised.listeners=PLAINTEXT://127.0.0.1:{port},{sasl.LISTENER}://127.0.0.1:{sasl_port}",
@@ -54,13 +63,19 @@ def server_properties(data_dir: Path, port: int, controller_port: int, sasl_port
         *(f"{name}={value}" for name, value in sasl.broker_properties().items()),
         f"log.dirs={data_dir}",
         "num.partitions=1",
-        # One broker: internal topics must accept a single replica, or
-        # init_transactions and consumer groups wait forever.
-        "offsets.topic.replication.factor=1",
-        "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1",
-        "share.coordinator.state.topic.replication.factor=1",
-        "share.coordinator.state.topic.min.isr=1",
+        # Internal topics must fit the brokers there are (on one broker: a single replica, or
+        # init_transactions and consumer groups wait forever).
+        f"default.replication.factor={replicas}",
+        f"min.insync.replicas={in_sync}",
+        f"offsets.topic.replication.factor={replicas}",
+        f"transaction.state.log.replication.factor={replicas}",
+        f"transaction.state.log.min.isr={in_sync}",
+        f"share.coordinator.state.topic.replication.factor={replicas}",
+        f"share.coordinator.state.topic.min.isr={in_sync}",
+        # Fewer coordinator partitions than Kafka's 50: created at the first transaction and the
+        # first consumer group, with every replica on 3 nodes, 50 would take seconds each time.
+        f"transaction.state.log.num.partitions={TRANSACTION_LOG_PARTITIONS}",
+        "offsets.topic.num.partitions=6",
         "group.initial.rebalance.delay.ms=0",
         "auto.create.topics.enable=false",
         "",
@@ -68,15 +83,20 @@ def server_properties(data_dir: Path, port: int, controller_port: int, sasl_port
 
 
 class LocalKafkaBroker:
-    """One broker process; `kill()` + `start()` is a hard crash and restart on the same data."""
+    """One broker process; `kill()` + `start()` is a hard crash and restart on the same data.
+    `node_id` and `voters`: a node of a cluster (server_properties)."""
 
-    def __init__(self, workdir: Path, heap: str = "512m") -> None:
+    def __init__(self, workdir: Path, heap: str = "512m", node_id: int = 1) -> None:
         self.workdir = Path(workdir)
         self.heap = heap
+        self.node_id = node_id
+        self.voters: str | None = None
         self.port = free_port()
         self.controller_port = free_port()
         self.sasl_port = free_port()
+        self.cluster_id = new_cluster_id()
         self.process: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
 
     @property
     def bootstrap_servers(self) -> str:
@@ -104,11 +124,14 @@ class LocalKafkaBroker:
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         (self.workdir / "log4j2.yaml").write_bytes(_resource("log4j2.yaml"))
         config = self.workdir / "server.properties"
-        config.write_text(server_properties(data, self.port, self.controller_port, self.sasl_port))
+        config.write_text(server_properties(data, self.port, self.controller_port, self.sasl_port,
+                                            self.node_id, self.voters))
         if not (data / "meta.properties").exists():
+            # A cluster's nodes share one id and its static quorum; a broker alone is a quorum of itself.
+            quorum = ["--standalone"] if self.voters is None else []
             result = subprocess.run(
-                self._java(jars, "kafka.tools.StorageTool", "format", f"--cluster-id={_new_cluster_id()}",
-                           "-c", str(config), "--standalone", "--ignore-formatted"),
+                self._java(jars, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
+                           "-c", str(config), *quorum, "--ignore-formatted"),
                 capture_output=True, text=True,
             )
             if result.returncode != 0:
@@ -120,27 +143,35 @@ class LocalKafkaBroker:
 
     def start(self, timeout: float = 90.0) -> float:
         """Start the broker and wait until it serves; returns the seconds it took."""
+        started = time.monotonic()
+        self.launch()
+        self.wait_until_serving(started + timeout)
+        return time.monotonic() - started
+
+    def launch(self) -> None:
+        """Start the process without waiting: a cluster's nodes serve only once a quorum of them runs."""
         jars = resolve_jars()
         config = self._prepare(jars)
-        started = time.monotonic()
-        offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         with open(self.workdir / "logs" / "stdout.log", "ab") as stdout:
             self.process = subprocess.Popen(
                 self._java(jars, "kafka.Kafka", str(config)),
                 stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True,
             )
-        deadline = started + timeout
+
+    def wait_until_serving(self, deadline: float) -> None:
+        """Until the launched broker serves; stopped, and KafkaUnavailable, past `deadline` (monotonic)."""
+        assert self.process is not None, "launch() first"
+        what = "the local Kafka broker" if self.voters is None else f"Kafka node {self.node_id}"
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise KafkaUnavailable(
-                    f"the local Kafka broker exited with code {self.process.returncode} while "
-                    f"starting; its log is {self.log_file}:\n{self._log_tail()}"
-                )
-            if self._log_has_ready_line(offset) and _accepts(self.port):
-                return time.monotonic() - started
+                raise KafkaUnavailable(f"{what} exited with code {self.process.returncode} while starting; "
+                                       f"its log is {self.log_file}:\n{self._log_tail()}")
+            if self._log_has_ready_line(self._log_offset) and _accepts(self.port):
+                return
             time.sleep(0.2)
         self.kill()
-        raise KafkaUnavailable(f"the local Kafka broker was not ready after {timeout:.0f}s; log {self.log_file}")
+        raise KafkaUnavailable(f"{what} was not serving in time; its log is {self.log_file}")
 
     def _log_has_ready_line(self, offset: int) -> bool:
         if not self.log_file.exists():
@@ -169,9 +200,12 @@ class LocalKafkaBroker:
                 self.kill()
 
 
-def _new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, not starting with "-"
+    (which the storage tool would read as an option)."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return cluster_id
 
 
 def _accepts(port: int) -> bool:

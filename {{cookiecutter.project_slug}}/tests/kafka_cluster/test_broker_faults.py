@@ -1,0 +1,118 @@
+"""The faults of a production-shaped Kafka (conftest.py: three brokers, three replicas,
+`min.insync.replicas=2`). The job runs exactly-once on it, paused at a step of its commit
+protocol (fault mode pause) while a broker the batch in flight depends on is SIGKILLed, then let
+go on: the batch must be published once, whole, and every count and dead letter judged exact by
+the independent read_committed reader, batch by batch."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
+from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
+from {{ cookiecutter.package_name }}_tools.sample import Keep
+
+from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample
+
+pytestmark = [pytest.mark.kafka_cluster, pytest.mark.integration]
+RECORDS_PER_BATCH = 1000
+PAUSED = re.compile(r"fault injection: pause at (\S+) in batch (\d+)")
+PRODUCING, COMMITTING = faults.AFTER_LOG_ENTRY, faults.BEFORE_KAFKA_COMMIT  # phase 2: before its produce, its commit
+Pause = tuple[int, str]  # (batch, point)
+
+
+def _job(cluster: LocalKafkaCluster, tmp_path: Path, keep: Keep) -> JobUnderTest:
+    names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
+    create_topics(cluster.bootstrap_servers, {names["events"]: 4, names["counts"]: 2, names["dead"]: 1})
+    return JobUnderTest(bootstrap_servers=cluster.bootstrap_servers, workdir=tmp_path, input_topic=names["events"],
+                        output_topic=names["counts"], dead_letter_topic=names["dead"], keep=keep,
+                        guarantee=EXACTLY_ONCE)
+
+
+def _pauses(job: JobUnderTest) -> list[Pause]:
+    return [(int(found[2]), found[1]) for line in job.fired_faults() if (found := PAUSED.search(line))]
+
+
+def drive(job: JobUnderTest, process: subprocess.Popen, log_path: Path, actions: dict[Pause, Callable[[], None]],
+          timeout: float = 400) -> dict[Pause, float]:
+    """Until the job exits: at each pause, run its action (if any; it may release the pause
+    itself), then release it. Returns when each pause was seen (monotonic seconds)."""
+    seen: dict[Pause, float] = {}
+    deadline = time.monotonic() + timeout
+    while process.poll() is None:
+        assert time.monotonic() < deadline, f"the job did not finish within {timeout:.0f}s; log: {log_path}"
+        for pause in _pauses(job):
+            if pause not in seen:
+                seen[pause] = time.monotonic()
+                if pause in actions:
+                    actions[pause]()
+                job.release(pause[1], pause[0])
+        time.sleep(0.05)
+    assert process.returncode == 0, log_path.read_text()[-3000:]
+    assert set(actions) <= set(seen), f"the job never paused at {set(actions) - set(seen)}"
+    return seen
+
+
+def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothing(
+        kafka_cluster, tmp_path, event_filter):
+    """One job through four batches with a broker fault each, every batch's records judged:
+    1. its records and marker produced, its transaction open: the leader of an output partition
+       SIGKILLed, then the commit;
+    2. (the broker back) the same point: the broker coordinating the sink's transaction SIGKILLed;
+    3. (the broker back) before it produces: two of the three brokers SIGKILLed for 10 s, fewer
+       in sync than min.insync.replicas and no controller quorum: the batch waits, or fails and
+       runs again, and is never published in part (the verdict checks every batch's counts)."""
+    cluster = kafka_cluster
+    job = _job(cluster, tmp_path, event_filter)
+    sample = produce_sample(job, count=RECORDS_PER_BATCH * 5, seed=11, partitions=4)
+    transactional_id = f"{job.settings()['transactional_id_prefix']}-{job.sink_id}-0"
+    killed: list[int] = []
+
+    def kill(*node_ids: int) -> None:
+        for node_id in node_ids:
+            cluster.kill(node_id)
+            killed.append(node_id)
+
+    def restart_killed() -> None:
+        with ThreadPoolExecutor() as pool:  # two nodes, together: each waits for a quorum
+            list(pool.map(cluster.start_node, killed))
+        killed.clear()
+
+    def below_min_insync() -> None:
+        leader = cluster.leader(job.output_topic, 0)
+        kill(leader, next(node_id for node_id in cluster.nodes if node_id != leader))
+        job.release(PRODUCING, 3)  # the batch produces into a cluster of one
+        time.sleep(10)
+        restart_killed()
+
+    actions: dict[Pause, Callable[[], None]] = {
+        (1, COMMITTING): lambda: kill(cluster.leader(job.output_topic, 0)),
+        (2, PRODUCING): restart_killed,
+        (2, COMMITTING): lambda: kill(cluster.transaction_coordinator(transactional_id)),
+        (3, PRODUCING): lambda: (restart_killed(), below_min_insync()),
+    }
+    process, log_path = job.start(fault=f"{PRODUCING},{COMMITTING}", fault_batch=1, fault_mode="pause",
+                                  max_offsets_per_trigger=str(RECORDS_PER_BATCH))
+    try:
+        seen = drive(job, process, log_path, actions)
+    finally:
+        restart_killed()
+    # How long a fault held the job up: from the faulted pause to the next batch's first pause
+    # (its batch committed, Spark's commit written, the next batch computed).
+    for fault, (batch, point) in (("output partition leader", (1, COMMITTING)),
+                                  ("transaction coordinator", (2, COMMITTING)),
+                                  ("two of three brokers", (3, PRODUCING))):
+        print(f"{fault} SIGKILLed at {point} in batch {batch}: batch {batch + 1} computed "
+              f"{seen[(batch + 1, PRODUCING)] - seen[(batch, point)]:.1f}s later")
+    counts, malformed = merged(sample)
+    verdict = job.verify(counts, malformed)
+    assert verdict.exactly_once, verdict.problems

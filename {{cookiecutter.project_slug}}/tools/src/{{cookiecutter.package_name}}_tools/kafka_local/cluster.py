@@ -1,0 +1,100 @@
+"""A three-node Kafka cluster on loopback, from Kafka's jars: each node a broker and a KRaft
+controller (process.py), a static quorum of the three, internal and default topics with three
+replicas and `min.insync.replicas=2`, as production clusters run. It is what the cluster fault
+tests kill nodes of: the leader of a partition, a transaction's coordinator."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+
+from .process import TRANSACTION_LOG_PARTITIONS, LocalKafkaBroker, new_cluster_id
+
+TRANSACTION_LOG = "__transaction_state"
+
+
+class LocalKafkaCluster:
+    """`brokers` nodes in `workdir`/node-<id>; `kill(node)` + `start_node(node)` is a hard crash
+    and restart of one node on its data."""
+
+    def __init__(self, workdir: Path, brokers: int = 3, heap: str = "384m") -> None:
+        if brokers < 3:
+            raise ValueError(f"a cluster has at least 3 nodes (for 3 replicas), not {brokers}")
+        cluster_id = new_cluster_id()
+        self.nodes = {node_id: LocalKafkaBroker(Path(workdir) / f"node-{node_id}", heap, node_id)
+                      for node_id in range(1, brokers + 1)}
+        for node in self.nodes.values():
+            node.cluster_id = cluster_id
+
+    @property
+    def voters(self) -> str:
+        """The static controller quorum: every node, by its controller port."""
+        return ",".join(f"{node_id}@127.0.0.1:{node.controller_port}" for node_id, node in self.nodes.items())
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.bootstrap_servers for node in self.nodes.values())
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return ",".join(node.sasl_bootstrap_servers for node in self.nodes.values())
+
+    def start(self, timeout: float = 120.0) -> float:
+        """Start every node and wait until all serve; returns the seconds it took."""
+        started = time.monotonic()
+        for node in self.nodes.values():  # the ports are settled now (kafka up reuses a cluster's)
+            node.voters = self.voters
+        try:
+            # Formatting (a JVM each) in parallel; then the nodes, which wait for their quorum.
+            with ThreadPoolExecutor(len(self.nodes)) as pool:
+                list(pool.map(lambda node: node.launch(), self.nodes.values()))
+            for node in self.nodes.values():
+                node.wait_until_serving(started + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return time.monotonic() - started
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL one node: a crash, not a shutdown."""
+        self.nodes[node_id].kill()
+
+    def start_node(self, node_id: int, timeout: float = 90.0) -> float:
+        """Start a node that was killed or stopped, on its data; returns the seconds it took."""
+        return self.nodes[node_id].start(timeout)
+
+    def stop(self) -> None:
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(lambda node: node.stop(), self.nodes.values()))
+
+    def leader(self, topic: str, partition: int, timeout: float = 10.0) -> int:
+        """The node id leading `topic`'s `partition`, as the cluster's metadata says now."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        metadata = admin.list_topics(topic, timeout=timeout)
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None or partition not in found.partitions:
+            raise KafkaUnavailable(f"no metadata for {topic}-{partition}: {found.error if found else 'no topic'}")
+        leader = found.partitions[partition].leader
+        if leader < 0:
+            raise KafkaUnavailable(f"{topic}-{partition} has no leader")
+        return leader
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node id coordinating `transactional_id`'s transactions: the leader of its partition
+        of the transaction log, which Kafka picks from the id's Java hash code."""
+        return self.leader(TRANSACTION_LOG, transaction_log_partition(transactional_id))
+
+
+def transaction_log_partition(transactional_id: str, partitions: int = TRANSACTION_LOG_PARTITIONS) -> int:
+    """Kafka's TransactionStateManager.partitionFor: Utils.abs(id.hashCode()) % partitions."""
+    units = transactional_id.encode("utf-16-be")  # Java's chars
+    code = 0
+    for at in range(0, len(units), 2):
+        code = (31 * code + int.from_bytes(units[at:at + 2], "big")) & 0xFFFFFFFF
+    signed = code - (1 << 32) if code >= 1 << 31 else code
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
