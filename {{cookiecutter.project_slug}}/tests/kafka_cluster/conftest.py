@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafka
 @pytest.fixture(scope="session")
 def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[LocalKafkaCluster]:
-    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
+    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), secured=True)
     try:
         seconds = cluster.start()
     except KafkaUnavailable as error:

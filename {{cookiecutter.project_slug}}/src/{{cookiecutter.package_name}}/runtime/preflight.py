@@ -12,6 +12,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from .. import checkpoint, object_store
+from .. import kafka_permissions as permissions
 from ..config import ConfigError, JobConfig
 from ..errors import GaveUp
 from ..job import event_schema
@@ -48,13 +49,19 @@ def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
                         extra=event("kafka_unreachable", seconds=round(waited),
                                     tolerance_seconds=config.kafka_outage_tolerance_seconds))
             time.sleep(STARTUP_RETRY_SECONDS)
-    for option in ("input_topic", "output_topic", "dead_letter_topic"):
+    needs = {"input_topic": permissions.SOURCE, "output_topic": permissions.OUTPUT,
+             "dead_letter_topic": permissions.OUTPUT}
+    access = permissions.topic_access(config.bootstrap_servers, config.kafka, (getattr(config, o) for o in needs))
+    for option, needed in needs.items():
         name = getattr(config, option)
-        if name not in topics:
+        found = access[name]
+        if found.described and (not found.exists or name not in topics):
             raise ConfigError(
                 option, f"topic {name!r} does not exist on {config.bootstrap_servers}; create it first "
                 "(`{{ cookiecutter.package_name }} topics create` creates the job's topics)"
             )
+        if missing := found.missing(needed):
+            raise permissions.refused(option, config.kafka, name, found, missing)
 
 
 STARTUP_RETRY_SECONDS = 5.0
@@ -92,14 +99,29 @@ def check_filter(spark: SparkSession, config: JobConfig) -> None:
 
 
 def check_marker_topic(config: JobConfig) -> None:
-    """Create the marker topic if needed and refuse one that cannot keep the markers."""
+    """Create the marker topic if needed and refuse one that cannot keep the markers, or that the
+    job's principal may not read, write or check."""
     if not config.exactly_once:
         return
+    name = config.marker_topic
+    access = permissions.topic_access(config.bootstrap_servers, config.kafka, [name])[name]
+    if access.exists and (missing := access.missing(permissions.MARKERS)):
+        raise permissions.refused("marker_topic", config.kafka, name, access, missing)
     try:
-        ensure_marker_topic(config.bootstrap_servers, config.marker_topic, config.kafka,
+        ensure_marker_topic(config.bootstrap_servers, name, config.kafka,
                             config.marker_replication_factor, config.marker_min_insync_replicas)
     except MarkerTopicUnfit as error:
         raise ConfigError("marker_topic", str(error)) from None
+    except KafkaException as error:
+        if error.args[0].code() not in permissions.AUTHORIZATION_FAILED:
+            raise
+        now = permissions.topic_access(config.bootstrap_servers, config.kafka, [name])[name]
+        missing = (now.missing(permissions.MARKERS) or sorted(permissions.MARKERS)) if now.exists else ["CREATE"]
+        raise permissions.refused("marker_topic", config.kafka, name, now, missing) from None
+    if not access.exists:  # created now: what the principal may do on it
+        created = permissions.topic_access(config.bootstrap_servers, config.kafka, [name])[name]
+        if missing := created.missing(permissions.MARKERS):
+            raise permissions.refused("marker_topic", config.kafka, name, created, missing)
 
 
 def check_pinned_sink_settings(config: JobConfig) -> None:

@@ -17,6 +17,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from .. import kafka_permissions as permissions
 from ..config import JobConfig, RestartStrategyKind
 from ..errors import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable
 from ..job import build_query
@@ -207,6 +208,9 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | 
                 raise broken from error
             if (refused := state_layout_refused(error)) is not None:
                 raise refused from error
+            if TRANSACTIONAL_ID_REFUSED in str(error):  # Kafka tells at the producers' first call
+                raise permissions.transactional_ids_refused(
+                    config.kafka, f"{config.transactional_id_prefix}-{config.sink_id}-") from error
             if outage.ride_out(error):
                 continue  # a Kafka outage within the tolerance: not a failure
             if not _restarts_after_delay(strategy, error, stop):
@@ -216,6 +220,9 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | 
 # The sink's ProducerFenced reaches the runner as text: the foreachBatch function's Python
 # exception crosses the JVM and comes back inside a StreamingQueryException's message.
 _FENCED = f"{ProducerFenced.__name__}:"
+
+
+TRANSACTIONAL_ID_REFUSED = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"  # librdkafka's name, in the sink's error
 
 
 def is_fenced(error: Exception) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from ..kafka_client import librdkafka_config
 from ..runtime import metrics
@@ -115,15 +115,28 @@ def _check_fit(admin: AdminClient, topic: str, partitions: int) -> None:
     problems = []
     if partitions != 1:
         problems.append(f"it has {partitions} partitions, the markers need exactly 1")
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    configs = admin.describe_configs([resource])[resource].result(timeout=30)
-    policy = {p.strip() for p in configs["cleanup.policy"].value.split(",")}
-    if policy != {"compact"}:
-        problems.append(f"cleanup.policy is {configs['cleanup.policy'].value!r}, the markers need 'compact' alone "
+    cleanup = _topic_configs(admin, topic)["cleanup.policy"].value or ""
+    if {p.strip() for p in cleanup.split(",")} != {"compact"}:
+        problems.append(f"cleanup.policy is {cleanup!r}, the markers need 'compact' alone "
                         "(with 'delete' a marker expires and its batches would be published again)")
     if problems:
         raise MarkerTopicUnfit(f"marker topic {topic!r}: " + "; ".join(problems) +
                                ". Point marker_topic at a new topic (the job creates it) or fix this one.")
+
+
+def _topic_configs(admin: AdminClient, topic: str, timeout: float = 30.0) -> dict[str, ConfigEntry]:
+    """The topic's configuration. Just after the topic was created, the broker asked may not
+    know it yet (on a cluster, each broker learns of a new topic in its own time): asked again."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            configs: dict[str, ConfigEntry] = admin.describe_configs([resource])[resource].result(timeout=timeout)
+            return configs
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
 
 
 class MarkersUndecided(TimeoutError):

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
 from .process import TRANSACTION_LOG_PARTITIONS, LocalKafkaBroker, new_cluster_id
+from .secured import make_certificates
 
 TRANSACTION_LOG = "__transaction_state"
 
@@ -22,14 +23,17 @@ class LocalKafkaCluster:
     """`brokers` nodes in `workdir`/node-<id>; `kill(node)` + `start_node(node)` is a hard crash
     and restart of one node on its data."""
 
-    def __init__(self, workdir: Path, brokers: int = 3, heap: str = "384m") -> None:
+    def __init__(self, workdir: Path, brokers: int = 3, heap: str = "384m", secured: bool = False) -> None:
+        """`secured`: each node also serves SASL_SSL and enforces ACLs (secured.py)."""
         if brokers < 3:
             raise ValueError(f"a cluster has at least 3 nodes (for 3 replicas), not {brokers}")
         cluster_id = new_cluster_id()
-        self.nodes = {node_id: LocalKafkaBroker(Path(workdir) / f"node-{node_id}", heap, node_id)
+        self.workdir = Path(workdir)
+        self.nodes = {node_id: LocalKafkaBroker(self.workdir / f"node-{node_id}", heap, node_id)
                       for node_id in range(1, brokers + 1)}
+        self.certificates = make_certificates(self.workdir / "tls") if secured else None
         for node in self.nodes.values():
-            node.cluster_id = cluster_id
+            node.cluster_id, node.certificates = cluster_id, self.certificates
 
     @property
     def voters(self) -> str:
@@ -43,6 +47,11 @@ class LocalKafkaCluster:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return ",".join(node.sasl_bootstrap_servers for node in self.nodes.values())
+
+    @property
+    def secured_bootstrap_servers(self) -> str:
+        """The SASL_SSL listeners (a secured cluster's)."""
+        return ",".join(node.secured_bootstrap_servers for node in self.nodes.values())
 
     def start(self, timeout: float = 120.0) -> float:
         """Start every node and wait until all serve; returns the seconds it took."""

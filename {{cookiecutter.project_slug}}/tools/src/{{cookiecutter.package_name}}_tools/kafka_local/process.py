@@ -19,6 +19,8 @@ from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 from .. import maven
 from ..processes import free_port
 from . import sasl
+from . import secured as listener_tls
+from .secured import Certificates
 
 KAFKA_VERSION = "4.3.0"
 TRANSACTION_LOG_PARTITIONS = 6
@@ -43,24 +45,30 @@ def resolve_jars(log=print) -> Path:
 
 
 def server_properties(data_dir: Path, port: int, controller_port: int, sasl_port: int, node_id: int = 1,
-                      voters: str | None = None) -> str:
+                      voters: str | None = None, secured: tuple[int, Certificates] | None = None) -> str:
     """One node's configuration. `voters` (`id@host:port,...`): a node of a cluster with that
     static controller quorum, whose internal and default topics have three replicas, two of them
-    in sync to accept a write; without, a broker on its own (a quorum of itself, one replica)."""
+    in sync to accept a write; without, a broker on its own (a quorum of itself, one replica).
+    `secured` (port, certificates): a SASL_SSL listener there and ACLs enforced (secured.py)."""
     replicas, in_sync = (3, 2) if voters else (1, 1)
     quorum = f"controller.quorum.voters={voters}" if voters else \
         f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}"
+    served = f"PLAINTEXT://127.0.0.1:{port},{sasl.LISTENER}://127.0.0.1:{sasl_port}"
+    protocols = f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{sasl.LISTENER}:SASL_PLAINTEXT"
+    if secured is not None:
+        served += f",{listener_tls.LISTENER}://127.0.0.1:{secured[0]}"
+        protocols += f",{listener_tls.LISTENER}:{listener_tls.LISTENER}"
     return "\n".join([
         "process.roles=broker,controller",
         f"node.id={node_id}",
         quorum,
-        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port},"
-        f"{sasl.LISTENER}://127.0.0.1:{sasl_port}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port},{sasl.LISTENER}://127.0.0.1:{sasl_port}",
+        f"listeners={served},CONTROLLER://127.0.0.1:{controller_port}",
+        f"advertised.listeners={served}",
         "controller.listener.names=CONTROLLER",
         "inter.broker.listener.name=PLAINTEXT",
-        f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{sasl.LISTENER}:SASL_PLAINTEXT",
+        f"listener.security.protocol.map={protocols}",
         *(f"{name}={value}" for name, value in sasl.broker_properties().items()),
+        *(f"{name}={value}" for name, value in (listener_tls.broker_properties(secured[1]) if secured else {}).items()),
         f"log.dirs={data_dir}",
         "num.partitions=1",
         # Internal topics must fit the brokers there are (on one broker: a single replica, or
@@ -94,6 +102,8 @@ class LocalKafkaBroker:
         self.port = free_port()
         self.controller_port = free_port()
         self.sasl_port = free_port()
+        self.secured_port = free_port()
+        self.certificates: Certificates | None = None  # given: a SASL_SSL listener, ACLs enforced (secured.py)
         self.cluster_id = new_cluster_id()
         self.process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
@@ -105,6 +115,10 @@ class LocalKafkaBroker:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def secured_bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.secured_port}"
 
     @property
     def log_file(self) -> Path:
@@ -124,8 +138,9 @@ class LocalKafkaBroker:
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         (self.workdir / "log4j2.yaml").write_bytes(_resource("log4j2.yaml"))
         config = self.workdir / "server.properties"
+        secured = None if self.certificates is None else (self.secured_port, self.certificates)
         config.write_text(server_properties(data, self.port, self.controller_port, self.sasl_port,
-                                            self.node_id, self.voters))
+                                            self.node_id, self.voters, secured))
         if not (data / "meta.properties").exists():
             # A cluster's nodes share one id and its static quorum; a broker alone is a quorum of itself.
             quorum = ["--standalone"] if self.voters is None else []

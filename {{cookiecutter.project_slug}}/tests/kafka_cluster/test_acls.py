@@ -1,0 +1,129 @@
+"""The job as a least-privileged principal: over TLS with SASL/SCRAM-SHA-512, on brokers that
+refuse whatever no ACL allows (the cluster's SASL_SSL listeners, conftest.py), with exactly the
+ACLs the README lists, it runs exactly-once; its password comes from the environment and never
+shows in its log."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType
+from confluent_kafka.admin import ResourceType as Resource
+
+from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
+from {{ cookiecutter.package_name }}_tools.kafka_local import secured
+from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
+from {{ cookiecutter.package_name }}_tools.sample import Keep
+from {{ cookiecutter.package_name }}_tools.verify import verify
+
+from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample
+
+pytestmark = [pytest.mark.kafka_cluster, pytest.mark.integration]
+PASSWORD_VARIABLE = "TEST_KAFKA_SCRAM_PASSWORD"
+LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+
+
+@dataclass(frozen=True)
+class Grant:
+    option: str  # the option a refusal names
+    kind: Resource
+    name: str
+    pattern: ResourcePatternType
+    operation: AclOperation
+    required: bool = True  # False: the job runs without it (the check it serves is skipped, with a warning)
+
+    def binding(self, principal: str) -> AclBinding:
+        return AclBinding(self.kind, self.name, self.pattern, principal, "*", self.operation, AclPermissionType.ALLOW)
+
+
+def job_grants(job: JobUnderTest) -> dict[str, Grant]:
+    """What the job's principal needs, as the README lists it, by a label."""
+    transactional_ids = f"{job.settings()['transactional_id_prefix']}-{job.sink_id}-"
+    return {
+        "input READ": Grant("input_topic", Resource.TOPIC, job.input_topic, LITERAL, AclOperation.READ),
+        "output WRITE": Grant("output_topic", Resource.TOPIC, job.output_topic, LITERAL, AclOperation.WRITE),
+        "dead letters WRITE": Grant("dead_letter_topic", Resource.TOPIC, job.dead_letter_topic, LITERAL,
+                                    AclOperation.WRITE),
+        "markers READ": Grant("marker_topic", Resource.TOPIC, job.marker_topic, LITERAL, AclOperation.READ),
+        "markers WRITE": Grant("marker_topic", Resource.TOPIC, job.marker_topic, LITERAL, AclOperation.WRITE),
+        "markers CREATE": Grant("marker_topic", Resource.TOPIC, job.marker_topic, LITERAL, AclOperation.CREATE),
+        "markers DESCRIBE_CONFIGS": Grant("marker_topic", Resource.TOPIC, job.marker_topic, LITERAL,
+                                          AclOperation.DESCRIBE_CONFIGS),
+        "transactional ids WRITE": Grant("transactional_id_prefix", Resource.TRANSACTIONAL_ID, transactional_ids,
+                                         PREFIXED, AclOperation.WRITE),
+        "cluster DESCRIBE_CONFIGS": Grant("commit_timeout_seconds", Resource.BROKER, "kafka-cluster", LITERAL,
+                                          AclOperation.DESCRIBE_CONFIGS, required=False),
+    }
+
+
+def _job(cluster: LocalKafkaCluster, tmp_path: Path, keep: Keep) -> JobUnderTest:
+    names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
+    create_topics(cluster.bootstrap_servers, {names["events"]: 2, names["counts"]: 1, names["dead"]: 1})
+    return JobUnderTest(bootstrap_servers=cluster.bootstrap_servers, workdir=tmp_path, input_topic=names["events"],
+                        output_topic=names["counts"], dead_letter_topic=names["dead"], keep=keep,
+                        guarantee=EXACTLY_ONCE)
+
+
+def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more(kafka_cluster, tmp_path, event_filter):
+    cluster = kafka_cluster
+    assert cluster.certificates is not None
+    user, password = f"job-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    secured.add_users(cluster.bootstrap_servers, [(user, password)])
+    job = _job(cluster, tmp_path, event_filter)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    assert set(REQUIRED) == {label for label, grant in job_grants(job).items() if grant.required}
+    grants = [grant.binding(f"User:{user}") for grant in job_grants(job).values()]
+    for future in admin.create_acls(grants).values():
+        future.result(timeout=30)
+    sample = produce_sample(job, count=1500, seed=5, partitions=2)
+
+    job.bootstrap_servers = cluster.secured_bootstrap_servers  # from here on the job sees only SASL_SSL
+    settings = {f"kafka.{name}": value
+                for name, value in secured.client_settings(cluster.certificates, user, password).items()}
+    settings["kafka.sasl.password"] = "${" + PASSWORD_VARIABLE + "}"
+    result = job.run(extra_env={PASSWORD_VARIABLE: password}, **settings)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert password not in result.stdout  # never logged
+
+    job.bootstrap_servers = cluster.bootstrap_servers  # read back independently, as a super user
+    counts, malformed = merged(sample)
+    verdict = verify(job.published(), counts, malformed)
+    assert verdict.exactly_once, verdict.problems
+
+
+# Each refused in a test of its own (job_grants(job): those marked required).
+REQUIRED = ("input READ", "output WRITE", "dead letters WRITE", "markers READ", "markers WRITE", "markers CREATE",
+            "markers DESCRIBE_CONFIGS", "transactional ids WRITE")
+
+
+@pytest.mark.parametrize("missing", REQUIRED)
+def test_without_one_acl_the_job_fails_in_one_line_naming_it_and_publishes_nothing(
+        kafka_cluster, tmp_path, event_filter, missing):
+    cluster = kafka_cluster
+    assert cluster.certificates is not None
+    user, password = f"job-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    secured.add_users(cluster.bootstrap_servers, [(user, password)])
+    job = _job(cluster, tmp_path, event_filter)
+    grants = job_grants(job)
+    refused = grants.pop(missing)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_acls([grant.binding(f"User:{user}") for grant in grants.values()]).values():
+        future.result(timeout=30)
+    produce_sample(job, count=500, seed=5, partitions=2)
+    job.bootstrap_servers = cluster.secured_bootstrap_servers
+    settings = {f"kafka.{name}": value
+                for name, value in secured.client_settings(cluster.certificates, user, password).items()}
+    result = job.run(timeout=180, restart_strategy="none", **settings)
+    assert result.returncode == 2, result.stdout[-3000:]
+    last = result.stdout.strip().splitlines()[-1]
+    operation = refused.operation.name
+    assert last.startswith(f"error: configuration option '{refused.option}': Kafka principal User:{user} "
+                           f"may not {operation}"), last
+    assert repr(refused.name) in last or f"{refused.name}*" in last, last
+
+    job.bootstrap_servers = cluster.bootstrap_servers
+    published = job.published(settle=0)
+    assert not published.counts and not published.dead_letters, "published without every ACL"
