@@ -130,6 +130,16 @@ def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_pat
 
 def free_port() -> int:
     """A port on the loopback interface that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct such ports: held open together while they are picked, since a port picked
+    and let go may be the very next one picked."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports

@@ -13,7 +13,8 @@ from confluent_kafka.admin import AdminClient
 
 from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
-from .process import TRANSACTION_LOG_PARTITIONS, LocalKafkaBroker, new_cluster_id
+from ..processes import free_ports
+from .process import PORTS_PER_NODE, TRANSACTION_LOG_PARTITIONS, LocalKafkaBroker, new_cluster_id
 from .secured import make_certificates
 
 TRANSACTION_LOG = "__transaction_state"
@@ -29,7 +30,9 @@ class LocalKafkaCluster:
             raise ValueError(f"a cluster has at least 3 nodes (for 3 replicas), not {brokers}")
         cluster_id = new_cluster_id()
         self.workdir = Path(workdir)
-        self.nodes = {node_id: LocalKafkaBroker(self.workdir / f"node-{node_id}", heap, node_id)
+        ports = free_ports(PORTS_PER_NODE * brokers)  # all at once: no two listeners on one port
+        self.nodes = {node_id: LocalKafkaBroker(self.workdir / f"node-{node_id}", heap, node_id,
+                                                ports[PORTS_PER_NODE * (node_id - 1):PORTS_PER_NODE * node_id])
                       for node_id in range(1, brokers + 1)}
         self.certificates = make_certificates(self.workdir / "tls") if secured else None
         for node in self.nodes.values():

@@ -14,7 +14,7 @@ from typing import Any
 
 from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
-from ..processes import free_port
+from ..processes import free_ports
 from . import sasl
 from .process import new_cluster_id
 
@@ -127,7 +127,7 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
     client = docker.from_env()
     labels = {OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
     _reap_orphans(client)
-    port, sasl_port = free_port(), free_port()
+    port, sasl_port = free_ports(2)
     volume = client.volumes.create(f"kafka-data-{uuid.uuid4().hex[:12]}", labels=labels).name
     container = (
         DockerContainer(image)

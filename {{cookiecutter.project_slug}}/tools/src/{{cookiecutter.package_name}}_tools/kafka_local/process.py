@@ -17,13 +17,14 @@ from pathlib import Path
 from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
 from .. import maven
-from ..processes import free_port
+from ..processes import free_ports
 from . import sasl
 from . import secured as listener_tls
 from .secured import Certificates
 
 KAFKA_VERSION = "4.3.0"
 TRANSACTION_LOG_PARTITIONS = 6
+PORTS_PER_NODE = 4  # its listeners: PLAINTEXT, CONTROLLER, SASL_PLAINTEXT, SASL_SSL
 _READY_LINE = "Kafka Server started"
 
 
@@ -94,15 +95,13 @@ class LocalKafkaBroker:
     """One broker process; `kill()` + `start()` is a hard crash and restart on the same data.
     `node_id` and `voters`: a node of a cluster (server_properties)."""
 
-    def __init__(self, workdir: Path, heap: str = "512m", node_id: int = 1) -> None:
+    def __init__(self, workdir: Path, heap: str = "512m", node_id: int = 1, ports: list[int] | None = None) -> None:
+        """`ports`: PORTS_PER_NODE free ports (processes.free_ports), else picked here."""
         self.workdir = Path(workdir)
         self.heap = heap
         self.node_id = node_id
         self.voters: str | None = None
-        self.port = free_port()
-        self.controller_port = free_port()
-        self.sasl_port = free_port()
-        self.secured_port = free_port()
+        self.port, self.controller_port, self.sasl_port, self.secured_port = ports or free_ports(PORTS_PER_NODE)
         self.certificates: Certificates | None = None  # given: a SASL_SSL listener, ACLs enforced (secured.py)
         self.cluster_id = new_cluster_id()
         self.process: subprocess.Popen[bytes] | None = None
