@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Kafka broker for the whole session, fresh topics per test."""
+"""Shared fixtures: one real Kafka broker for the whole session, fresh topics per test; a
+three-broker cluster for the tests that ask for one."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.session import spark_session
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
-from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, KafkaUnavailable, provide_kafka
+from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, KafkaUnavailable, LocalKafkaCluster, provide_kafka
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 
@@ -35,6 +36,22 @@ def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             yield handle
     except KafkaUnavailable as error:
         pytest.fail(f"this test needs a real Kafka broker and none could be had.\n{error}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[LocalKafkaCluster]:
+    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), secured=True)
+    try:
+        seconds = cluster.start()
+    except KafkaUnavailable as error:
+        pytest.fail(f"these tests need a three-broker Kafka cluster and none could be started: {error}",
+                    pytrace=False)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\nkafka: three-broker cluster at {cluster.bootstrap_servers}, up in {seconds:.1f}s", flush=True)
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

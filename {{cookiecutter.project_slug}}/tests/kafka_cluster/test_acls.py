@@ -1,5 +1,5 @@
 """The job as a least-privileged principal: over TLS with SASL/SCRAM-SHA-512, on brokers that
-refuse whatever no ACL allows (the cluster's SASL_SSL listeners, conftest.py), with exactly the
+refuse whatever no ACL allows (the session's kafka_cluster, its SASL_SSL listeners), with exactly the
 ACLs the README lists, it runs exactly-once, and its password (from the environment) shows
 nowhere; without any one required ACL it stops in one line naming it, having published nothing."""
 

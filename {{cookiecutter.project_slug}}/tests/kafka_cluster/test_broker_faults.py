@@ -1,5 +1,5 @@
-"""The faults of a production-shaped Kafka (conftest.py: three brokers, three replicas,
-`min.insync.replicas=2`). The job runs exactly-once on it, paused at a step of its commit
+"""The faults of a production-shaped Kafka (the session's kafka_cluster: three brokers, three
+replicas, `min.insync.replicas=2`). The job runs exactly-once on it, paused at a step of its commit
 protocol (fault mode pause) while a broker the batch in flight depends on is SIGKILLed, then let
 go on: the batch must be published once, whole, and every count and dead letter judged exact by
 the independent read_committed reader, batch by batch."""
@@ -21,7 +21,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
 from {{ cookiecutter.package_name }}_tools.sample import Keep
 
-from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample
+from harness import EXACTLY_ONCE, PUBLISHED_BEFORE_THE_CRASH, JobUnderTest, crash_at_each_point, merged, produce_sample
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.integration]
 RECORDS_PER_BATCH = 1000
@@ -115,4 +115,15 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
               f"{seen[(batch + 1, PRODUCING)] - seen[(batch, point)]:.1f}s later")
     counts, malformed = merged(sample)
     verdict = job.verify(counts, malformed)
+    assert verdict.exactly_once, verdict.problems
+
+
+def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers(kafka_cluster, tmp_path,
+                                                                               event_filter):
+    """The local suite's crash test (harness.crash_at_each_point) on the cluster: markers and
+    transactions on three replicas, the coordinator on one of three brokers."""
+    job = _job(kafka_cluster, tmp_path, event_filter)
+    verdict, crashes = crash_at_each_point(job, faults.POINTS, seed=23)
+    for crash in crashes:
+        assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems

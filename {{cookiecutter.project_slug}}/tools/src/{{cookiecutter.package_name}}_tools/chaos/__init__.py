@@ -8,7 +8,8 @@ Disruptions, at moments drawn from `--seed` (printed first):
     named step of the commit protocol, armed a few batches ahead of the last committed one;
   - SIGKILL of one Spark Python worker alone, when the job runs any (the at-least-once
     sink's tasks, the TTL count): the runner restarts the query in-process;
-  - kill -9 of the Kafka broker and a restart on the same data.
+  - kill -9 of the Kafka broker and a restart on the same data; with `--kafka-brokers 3`, of
+    one broker of a local three-broker cluster, each in turn (kafka_local/cluster.py).
 With `--cluster`, the job runs on a local Spark standalone cluster (a master and two workers,
 spark_cluster.py), submitted by deploy/spark-submit.sh, its checkpoint on a local S3 server
 (s3_local); a worker kill is then a SIGKILL of a Spark worker and its executor (Spark runs the
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka-provider", choices=("auto", "env", "testcontainers", "process"),
                         help="where the broker comes from (default: $KAFKA_PROVIDER, else auto); "
                              "broker restarts need testcontainers or process")
+    parser.add_argument("--kafka-brokers", type=int, choices=(1, 3), default=1,
+                        help="3: a local three-broker cluster from Kafka's jars (replication 3, "
+                             "min.insync.replicas=2), one broker killed at a time (default 1)")
     parser.add_argument("--cluster", action="store_true",
                         help="run the job on a local Spark standalone cluster through deploy/spark-submit.sh, "
                              "its checkpoint on a local S3 server; also kill Spark workers and the S3 server")
@@ -76,11 +80,13 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) 
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(ClusterSetup.started(workdir, say)) if getattr(args, "cluster", False) else None
         if kafka is None:
-            from ..kafka_local import provide_kafka
+            from ..kafka_local import provide_kafka, provide_kafka_cluster
 
             broker_dir = workdir / "kafka"
             broker_dir.mkdir(exist_ok=True)
-            kafka = stack.enter_context(provide_kafka(broker_dir, provider=args.kafka_provider))
+            brokers = getattr(args, "kafka_brokers", 1)
+            kafka = stack.enter_context(provide_kafka_cluster(broker_dir, brokers) if brokers > 1
+                                        else provide_kafka(broker_dir, provider=args.kafka_provider))
             say(kafka.describe())
         return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say, cluster).run()
 

@@ -6,6 +6,8 @@
    (engine.py), and the image is built locally when it cannot be pulled (image.py);
 3. otherwise: a single-node broker from Apache Kafka's jars, resolved with Maven.
 
+`provide_kafka_cluster` starts three brokers from those jars instead (cluster.py).
+
 ``KAFKA_PROVIDER`` (``env``, ``testcontainers``, ``process``) forces one branch, so CI
 cannot fall back silently; ``auto`` (the default) tries them in the order above.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
+from .cluster import LocalKafkaCluster
 from .containers import docker_engine_answers, kafka_container, wait_until_serving
 from .engine import container_engine
 from .image import ensure_kafka_image
@@ -29,7 +32,8 @@ from .process import LocalKafkaBroker
 
 PROVIDERS = ("auto", "env", "testcontainers", "process")
 
-__all__ = ["PROVIDERS", "KafkaHandle", "KafkaUnavailable", "LocalKafkaBroker", "provide_kafka"]
+__all__ = ["PROVIDERS", "KafkaHandle", "KafkaUnavailable", "LocalKafkaBroker", "LocalKafkaCluster", "cluster_handle",
+           "provide_kafka", "provide_kafka_cluster"]
 
 
 @dataclass
@@ -92,3 +96,20 @@ def provide_kafka(workdir: Path | None = None, provider: str | None = None) -> I
                               sasl_bootstrap_servers=local.sasl_bootstrap_servers)
         finally:
             local.stop()
+
+
+def cluster_handle(cluster: LocalKafkaCluster) -> KafkaHandle:
+    """A started cluster as a handle: its broker restart kills and restarts one node, each in turn."""
+    return KafkaHandle(f"process ({len(cluster.nodes)} brokers)", cluster.bootstrap_servers,
+                       restart_broker=cluster.restart_next_node, sasl_bootstrap_servers=cluster.sasl_bootstrap_servers)
+
+
+@contextmanager
+def provide_kafka_cluster(workdir: Path, brokers: int = 3) -> Iterator[KafkaHandle]:
+    """A local cluster of `brokers` nodes from Kafka's jars for the duration of the block."""
+    cluster = LocalKafkaCluster(workdir, brokers)
+    cluster.start()
+    try:
+        yield cluster_handle(cluster)
+    finally:
+        cluster.stop()

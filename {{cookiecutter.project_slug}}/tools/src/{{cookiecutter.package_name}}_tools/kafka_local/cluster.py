@@ -5,6 +5,7 @@ tests kill nodes of: the leader of a partition, a transaction's coordinator."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,6 +38,7 @@ class LocalKafkaCluster:
         self.certificates = make_certificates(self.workdir / "tls") if secured else None
         for node in self.nodes.values():
             node.cluster_id, node.certificates = cluster_id, self.certificates
+        self._turns = itertools.cycle(self.nodes)
 
     @property
     def voters(self) -> str:
@@ -79,6 +81,12 @@ class LocalKafkaCluster:
     def start_node(self, node_id: int, timeout: float = 90.0) -> float:
         """Start a node that was killed or stopped, on its data; returns the seconds it took."""
         return self.nodes[node_id].start(timeout)
+
+    def restart_next_node(self) -> None:
+        """kill -9 of one node and its restart on its data, the next one at each call."""
+        node_id = next(self._turns)
+        self.kill(node_id)
+        self.start_node(node_id)
 
     def stop(self) -> None:
         with ThreadPoolExecutor(len(self.nodes)) as pool:
