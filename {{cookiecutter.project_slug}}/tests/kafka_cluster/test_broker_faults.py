@@ -7,6 +7,7 @@ the independent read_committed reader, batch by batch."""
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import time
 import uuid
@@ -21,7 +22,16 @@ from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
 from {{ cookiecutter.package_name }}_tools.sample import Keep
 
-from harness import EXACTLY_ONCE, PUBLISHED_BEFORE_THE_CRASH, JobUnderTest, crash_at_each_point, merged, produce_sample
+from harness import (
+    EXACTLY_ONCE,
+    PUBLISHED_BEFORE_THE_CRASH,
+    JobUnderTest,
+    crash_at_each_point,
+    merged,
+    produce_sample,
+    stop,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.integration]
 RECORDS_PER_BATCH = 1000
@@ -126,4 +136,28 @@ def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers
     verdict, crashes = crash_at_each_point(job, faults.POINTS, seed=23)
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
+    assert verdict.exactly_once, verdict.problems
+
+
+def test_a_rolling_restart_of_the_three_brokers_while_the_job_runs(kafka_cluster, tmp_path, event_filter):
+    """Each broker in turn stopped as an operator stops it (SIGTERM: a controlled shutdown that
+    moves its leaderships away) and started again, while the job works through a backlog of small
+    batches: every batch published once, the verdict exact batch by batch."""
+    cluster = kafka_cluster
+    job = _job(cluster, tmp_path, event_filter)
+    sample = produce_sample(job, count=20_000, seed=29, partitions=4)
+    process, log_path = job.start(max_offsets_per_trigger="250")
+    try:
+        wait_until(lambda: "batch 0:" in log_path.read_text(), 180, "the first batch", alive=process,
+                   log_path=log_path)
+        for node_id, node in cluster.nodes.items():
+            node.stop()
+            cluster.start_node(node_id)
+        assert process.poll() is None, "the job finished before the rolling restart did: it proves nothing"
+        assert process.wait(400) == 0, log_path.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            stop(process, signal.SIGKILL)
+    counts, malformed = merged(sample)
+    verdict = job.verify(counts, malformed)
     assert verdict.exactly_once, verdict.problems
