@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, Kafka
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 
-from harness import CONFIG, TEST_JVM_OPTIONS, JobUnderTest
+from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,10 +29,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
     try:
         with provide_kafka(tmp_path_factory.mktemp("kafka")) as handle:
-            # Shown in the session's output, not captured with the first test that asked for Kafka.
-            capture = request.config.pluginmanager.get_plugin("capturemanager")
-            with capture.global_and_fixture_disabled():
-                print(f"\n{handle.describe()}", flush=True)
+            announce(request, handle.describe())
             yield handle
     except KafkaUnavailable as error:
         pytest.fail(f"this test needs a real Kafka broker and none could be had.\n{error}", pytrace=False)
@@ -47,11 +44,19 @@ def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     except KafkaUnavailable as error:
         pytest.fail(f"these tests need a three-broker Kafka cluster and none could be started: {error}",
                     pytrace=False)
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\nkafka: three-broker cluster at {cluster.bootstrap_servers}, up in {seconds:.1f}s", flush=True)
+    announce(request, f"kafka: three-broker cluster at {cluster.bootstrap_servers}, up in {seconds:.1f}s")
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def cluster_job(kafka_cluster: LocalKafkaCluster, tmp_path: Path, event_filter: Keep) -> JobUnderTest:
+    """An exactly-once job on the three-broker cluster, with fresh topics there (4 input partitions)."""
+    names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
+    create_topics(kafka_cluster.bootstrap_servers, {names["events"]: 4, names["counts"]: 2, names["dead"]: 1})
+    return JobUnderTest(bootstrap_servers=kafka_cluster.bootstrap_servers, workdir=tmp_path,
+                        input_topic=names["events"], output_topic=names["counts"], dead_letter_topic=names["dead"],
+                        keep=event_filter, guarantee=EXACTLY_ONCE)
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +67,7 @@ def s3_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         seconds = server.start()
     except S3Unavailable as error:
         pytest.fail(f"this test needs a real S3 server and none could be had: {error}", pytrace=False)
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\ns3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s", flush=True)
+    announce(request, f"s3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s")
     yield server
     server.stop()
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
+
 from {{ cookiecutter.package_name }} import checkpoint, object_store
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.sink import faults
@@ -137,6 +139,13 @@ class JobUnderTest:
         return judge(self.published(), expected_counts, malformed_values,
                      read_positions(self.bootstrap_servers, self.input_topic), counted_key,
                      checkpoint.batch_ends(self.checkpoint_location, self.input_topic))
+
+
+def announce(request: pytest.FixtureRequest, line: str) -> None:
+    """Print `line` in the session's output, not captured with the test that asked for a fixture."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n{line}", flush=True)
 
 
 T = TypeVar("T")

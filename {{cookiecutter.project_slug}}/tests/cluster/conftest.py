@@ -13,7 +13,7 @@ import pytest
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.spark_cluster import ClusterUnavailable, SparkCluster, s3a_classpath
 
-from harness import SECRET_VARIABLE, TEST_JVM_OPTIONS, JobUnderTest, on_s3
+from harness import SECRET_VARIABLE, TEST_JVM_OPTIONS, JobUnderTest, announce, on_s3
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -26,10 +26,7 @@ def spark_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     except ClusterUnavailable as error:
         pytest.fail(f"these tests need a Spark standalone cluster and none could be started: {error}",
                     pytrace=False)
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\nspark: standalone cluster at {cluster.url} (a master and 2 workers), up in {seconds:.1f}s",
-              flush=True)
+    announce(request, f"spark: standalone cluster at {cluster.url} (a master and 2 workers), up in {seconds:.1f}s")
     yield cluster
     cluster.stop()
 

@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR
 from {{ cookiecutter.package_name }}_tools.job_image import ImageUnavailable, JobImage, job_image
 
-from harness import SECRET_VARIABLE, JobUnderTest, merged, on_s3, produce_sample
+from harness import SECRET_VARIABLE, JobUnderTest, announce, merged, on_s3, produce_sample
 
 pytestmark = pytest.mark.cluster
 
@@ -29,14 +29,9 @@ APP = "/opt/{{ cookiecutter.project_slug }}"  # where the image holds job.toml a
 def image(kafka, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobImage]:
     """Built after the session's Kafka: where that is a container, its engine serves the build too."""
     tag = f"localhost/{{ cookiecutter.project_slug }}-test:{uuid.uuid4().hex[:8]}"
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-
-    def log(line: str) -> None:
-        with capture.global_and_fixture_disabled():
-            print(f"\n{line}", flush=True)
-
     try:
-        with job_image(PROJECT, tag, tmp_path_factory.mktemp("image") / "build.log", log) as built:
+        with job_image(PROJECT, tag, tmp_path_factory.mktemp("image") / "build.log",
+                       lambda line: announce(request, line)) as built:
             yield built
     except ImageUnavailable as error:
         pytest.fail(f"this test builds the job's image with Podman or Docker, and could not: {error}", pytrace=False)

@@ -13,20 +13,16 @@ import sys
 import urllib.request
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType
 from confluent_kafka.admin import ResourceType as Resource
 
-from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local import secured
-from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
 from {{ cookiecutter.package_name }}_tools.processes import free_port
-from {{ cookiecutter.package_name }}_tools.sample import Keep
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample, stop, wait_until
+from harness import JobUnderTest, merged, produce_sample, stop, wait_until
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.integration]
 PASSWORD_VARIABLE = "TEST_KAFKA_SCRAM_PASSWORD"
@@ -66,16 +62,8 @@ def job_grants(job: JobUnderTest) -> dict[str, Grant]:
     }
 
 
-def _job(cluster: LocalKafkaCluster, tmp_path: Path, keep: Keep) -> JobUnderTest:
-    names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
-    create_topics(cluster.bootstrap_servers, {names["events"]: 2, names["counts"]: 1, names["dead"]: 1})
-    return JobUnderTest(bootstrap_servers=cluster.bootstrap_servers, workdir=tmp_path, input_topic=names["events"],
-                        output_topic=names["counts"], dead_letter_topic=names["dead"], keep=keep,
-                        guarantee=EXACTLY_ONCE)
-
-
 def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_and_keeps_its_secret(
-        kafka_cluster, tmp_path, event_filter):
+        kafka_cluster, cluster_job, tmp_path):
     """The least-privilege run, its password from the environment, logging JSON, its UI on: the
     password shows nowhere a team would look (the log, `config`, the UI's environment page and
     its REST API, every file of the checkpoint with the sink log)."""
@@ -83,7 +71,7 @@ def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_an
     assert cluster.certificates is not None
     user, password = f"job-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     secured.add_users(cluster.bootstrap_servers, [(user, password)])
-    job = _job(cluster, tmp_path, event_filter)
+    job = cluster_job
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     assert set(REQUIRED) == {label for label, grant in job_grants(job).items() if grant.required}
     grants = [grant.binding(f"User:{user}") for grant in job_grants(job).values()]
@@ -147,12 +135,12 @@ REQUIRED = ("input READ", "output WRITE", "dead letters WRITE", "markers READ", 
 
 @pytest.mark.parametrize("missing", REQUIRED)
 def test_without_one_acl_the_job_fails_in_one_line_naming_it_and_publishes_nothing(
-        kafka_cluster, tmp_path, event_filter, missing):
+        kafka_cluster, cluster_job, missing):
     cluster = kafka_cluster
     assert cluster.certificates is not None
     user, password = f"job-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     secured.add_users(cluster.bootstrap_servers, [(user, password)])
-    job = _job(cluster, tmp_path, event_filter)
+    job = cluster_job
     grants = job_grants(job)
     refused = grants.pop(missing)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})

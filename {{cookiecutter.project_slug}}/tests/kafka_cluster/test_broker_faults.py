@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,12 +17,8 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.sink import faults
-from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
-from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
-from {{ cookiecutter.package_name }}_tools.sample import Keep
 
 from harness import (
-    EXACTLY_ONCE,
     PUBLISHED_BEFORE_THE_CRASH,
     JobUnderTest,
     crash_at_each_point,
@@ -38,14 +33,6 @@ RECORDS_PER_BATCH = 1000
 PAUSED = re.compile(r"fault injection: pause at (\S+) in batch (\d+)")
 PRODUCING, COMMITTING = faults.AFTER_LOG_ENTRY, faults.BEFORE_KAFKA_COMMIT  # phase 2: before its produce, its commit
 Pause = tuple[int, str]  # (batch, point)
-
-
-def _job(cluster: LocalKafkaCluster, tmp_path: Path, keep: Keep) -> JobUnderTest:
-    names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
-    create_topics(cluster.bootstrap_servers, {names["events"]: 4, names["counts"]: 2, names["dead"]: 1})
-    return JobUnderTest(bootstrap_servers=cluster.bootstrap_servers, workdir=tmp_path, input_topic=names["events"],
-                        output_topic=names["counts"], dead_letter_topic=names["dead"], keep=keep,
-                        guarantee=EXACTLY_ONCE)
 
 
 def _pauses(job: JobUnderTest) -> list[Pause]:
@@ -73,7 +60,7 @@ def drive(job: JobUnderTest, process: subprocess.Popen, log_path: Path, actions:
 
 
 def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothing(
-        kafka_cluster, tmp_path, event_filter):
+        kafka_cluster, cluster_job):
     """One job through four batches with a broker fault each, every batch's records judged:
     1. its records and marker produced, its transaction open: the leader of an output partition
        SIGKILLed, then the commit;
@@ -82,7 +69,7 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
        in sync than min.insync.replicas and no controller quorum: the batch waits, or fails and
        runs again, and is never published in part (the verdict checks every batch's counts)."""
     cluster = kafka_cluster
-    job = _job(cluster, tmp_path, event_filter)
+    job = cluster_job
     sample = produce_sample(job, count=RECORDS_PER_BATCH * 5, seed=11, partitions=4)
     transactional_id = f"{job.settings()['transactional_id_prefix']}-{job.sink_id}-0"
     killed: list[int] = []
@@ -128,23 +115,22 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
     assert verdict.exactly_once, verdict.problems
 
 
-def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers(kafka_cluster, tmp_path,
-                                                                               event_filter):
+def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers(cluster_job):
     """The local suite's crash test (harness.crash_at_each_point) on the cluster: markers and
     transactions on three replicas, the coordinator on one of three brokers."""
-    job = _job(kafka_cluster, tmp_path, event_filter)
+    job = cluster_job
     verdict, crashes = crash_at_each_point(job, faults.POINTS, seed=23)
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems
 
 
-def test_a_rolling_restart_of_the_three_brokers_while_the_job_runs(kafka_cluster, tmp_path, event_filter):
+def test_a_rolling_restart_of_the_three_brokers_while_the_job_runs(kafka_cluster, cluster_job):
     """Each broker in turn stopped as an operator stops it (SIGTERM: a controlled shutdown that
     moves its leaderships away) and started again, while the job works through a backlog of small
     batches: every batch published once, the verdict exact batch by batch."""
     cluster = kafka_cluster
-    job = _job(cluster, tmp_path, event_filter)
+    job = cluster_job
     sample = produce_sample(job, count=20_000, seed=29, partitions=4)
     process, log_path = job.start(max_offsets_per_trigger="250")
     try:
