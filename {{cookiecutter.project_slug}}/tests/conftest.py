@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, Kafka
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 
-from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce
+from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce, serving
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,15 +38,10 @@ def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="session")
 def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[LocalKafkaCluster]:
-    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), secured=True)
-    try:
-        seconds = cluster.start()
-    except KafkaUnavailable as error:
-        pytest.fail(f"these tests need a three-broker Kafka cluster and none could be started: {error}",
-                    pytrace=False)
-    announce(request, f"kafka: three-broker cluster at {cluster.bootstrap_servers}, up in {seconds:.1f}s")
-    yield cluster
-    cluster.stop()
+    yield from serving(request, LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), secured=True),
+                       KafkaUnavailable, "these tests need a three-broker Kafka cluster",
+                       lambda cluster, seconds: f"kafka: three-broker cluster at {cluster.bootstrap_servers}, "
+                                                f"up in {seconds:.1f}s")
 
 
 @pytest.fixture
@@ -62,14 +57,9 @@ def cluster_job(kafka_cluster: LocalKafkaCluster, tmp_path: Path, event_filter: 
 @pytest.fixture(scope="session")
 def s3_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """A real S3 server (S3Proxy, the tools' s3_local), started for the tests that ask for one."""
-    server = S3Server(tmp_path_factory.mktemp("s3"))
-    try:
-        seconds = server.start()
-    except S3Unavailable as error:
-        pytest.fail(f"this test needs a real S3 server and none could be had: {error}", pytrace=False)
-    announce(request, f"s3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s")
-    yield server
-    server.stop()
+    yield from serving(request, S3Server(tmp_path_factory.mktemp("s3")), S3Unavailable,
+                       "this test needs a real S3 server",
+                       lambda server, seconds: f"s3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s")
 
 
 @pytest.fixture

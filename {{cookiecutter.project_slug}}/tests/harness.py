@@ -7,20 +7,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import pytest
 
 from {{ cookiecutter.package_name }} import checkpoint, object_store
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.sink import faults
-from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, start_job
+from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, job_command, start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
     SETTLE_SECONDS,
     Published,
@@ -111,10 +110,7 @@ class JobUnderTest:
 
     def health(self, max_batch_age: float) -> dict:
         """`status --json --check`, as an orchestrator's probe runs it."""
-        command = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "status", "--json", "--check",
-                   "--max-batch-age", str(max_batch_age)]
-        for name, value in self.settings().items():
-            command += ["--set", f"{name}={value}"]
+        command = job_command(["status", "--json", "--check", "--max-batch-age", str(max_batch_age)], self.settings())
         result = subprocess.run(command, cwd=self.workdir, capture_output=True, text=True, timeout=60)
         report = json.loads(result.stdout)
         assert (result.returncode == 0) == report["healthy"], result.stdout + result.stderr
@@ -146,6 +142,31 @@ def announce(request: pytest.FixtureRequest, line: str) -> None:
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled():
         print(f"\n{line}", flush=True)
+
+
+class Service(Protocol):
+    """What the tests start for a session: a Kafka cluster, a Spark cluster, an S3 server."""
+
+    def start(self) -> float: ...  # the seconds it took
+
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Service)
+
+
+def serving(request: pytest.FixtureRequest, service: S, unavailable: type[Exception], needed: str,
+            describe: Callable[[S, float], str]) -> Iterator[S]:
+    """A session fixture's body: start `service`, or fail the test saying that it needs `needed`
+    and why none could be had (`unavailable`'s message says how to provide one); announce it;
+    stop it after the session."""
+    try:
+        seconds = service.start()
+    except unavailable as error:
+        pytest.fail(f"{needed} and none could be started: {error}", pytrace=False)
+    announce(request, describe(service, seconds))
+    yield service
+    service.stop()
 
 
 T = TypeVar("T")

@@ -13,22 +13,17 @@ import pytest
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.spark_cluster import ClusterUnavailable, SparkCluster, s3a_classpath
 
-from harness import SECRET_VARIABLE, TEST_JVM_OPTIONS, JobUnderTest, announce, on_s3
+from harness import SECRET_VARIABLE, TEST_JVM_OPTIONS, JobUnderTest, on_s3, serving
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
 def spark_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
-    try:
-        seconds = cluster.start()
-    except ClusterUnavailable as error:
-        pytest.fail(f"these tests need a Spark standalone cluster and none could be started: {error}",
-                    pytrace=False)
-    announce(request, f"spark: standalone cluster at {cluster.url} (a master and 2 workers), up in {seconds:.1f}s")
-    yield cluster
-    cluster.stop()
+    yield from serving(request, SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2), ClusterUnavailable,
+                       "these tests need a Spark standalone cluster",
+                       lambda cluster, seconds: f"spark: standalone cluster at {cluster.url} (a master and 2 workers), "
+                                                f"up in {seconds:.1f}s")
 
 
 @pytest.fixture(scope="session")

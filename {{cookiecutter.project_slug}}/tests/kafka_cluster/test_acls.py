@@ -9,9 +9,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import urllib.request
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pytest
@@ -19,7 +19,8 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, A
 from confluent_kafka.admin import ResourceType as Resource
 
 from {{ cookiecutter.package_name }}_tools.kafka_local import secured
-from {{ cookiecutter.package_name }}_tools.processes import free_port
+from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
+from {{ cookiecutter.package_name }}_tools.processes import free_port, job_command
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
 from harness import JobUnderTest, merged, produce_sample, stop, wait_until
@@ -67,21 +68,12 @@ def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_an
     """The least-privilege run, its password from the environment, logging JSON, its UI on: the
     password shows nowhere a team would look (the log, `config`, the UI's environment page and
     its REST API, every file of the checkpoint with the sink log)."""
-    cluster = kafka_cluster
-    assert cluster.certificates is not None
-    user, password = f"job-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    secured.add_users(cluster.bootstrap_servers, [(user, password)])
-    job = cluster_job
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    cluster, job = kafka_cluster, cluster_job
     assert set(REQUIRED) == {label for label, grant in job_grants(job).items() if grant.required}
-    grants = [grant.binding(f"User:{user}") for grant in job_grants(job).values()]
-    for future in admin.create_acls(grants).values():
-        future.result(timeout=30)
+    _, password, settings = principal_with(cluster, job_grants(job).values())
     sample = produce_sample(job, count=1500, seed=5, partitions=2)
 
     job.bootstrap_servers = cluster.secured_bootstrap_servers  # from here on the job sees only SASL_SSL
-    settings = {f"kafka.{name}": value
-                for name, value in secured.client_settings(cluster.certificates, user, password).items()}
     settings["kafka.sasl.password"] = "${" + PASSWORD_VARIABLE + "}"
     ui_port = free_port()
     env = {PASSWORD_VARIABLE: password}
@@ -96,7 +88,7 @@ def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_an
     finally:
         if process.poll() is None:
             stop(process, signal.SIGKILL)
-    shown = subprocess.run(job_command("config", {**job.settings(), **settings}), capture_output=True, text=True,
+    shown = subprocess.run(job_command(["config"], {**job.settings(), **settings}), capture_output=True, text=True,
                            env={**os.environ, **env}, cwd=tmp_path, timeout=120)
     assert shown.returncode == 0 and "sasl.password" in shown.stdout, shown.stdout + shown.stderr
     places = {"the job's log": log_path.read_text(), "`config`": shown.stdout + shown.stderr,
@@ -121,11 +113,17 @@ def _fetch(url: str) -> str | None:
         return None
 
 
-def job_command(command: str, settings: dict[str, str]) -> list[str]:
-    arguments = [sys.executable, "-m", "{{ cookiecutter.package_name }}", command]
-    for name, value in settings.items():
-        arguments += ["--set", f"{name}={value}"]
-    return arguments
+def principal_with(cluster: LocalKafkaCluster, grants: Iterable[Grant]) -> tuple[str, str, dict[str, str]]:
+    """A new SCRAM user with exactly `grants`: (user, password, its `kafka.*` settings for SASL_SSL)."""
+    assert cluster.certificates is not None
+    user, password = f"job-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    secured.add_users(cluster.bootstrap_servers, [(user, password)])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_acls([grant.binding(f"User:{user}") for grant in grants]).values():
+        future.result(timeout=30)
+    settings = {f"kafka.{name}": value
+                for name, value in secured.client_settings(cluster.certificates, user, password).items()}
+    return user, password, settings
 
 
 # Each refused in a test of its own (job_grants(job): those marked required).
@@ -136,20 +134,12 @@ REQUIRED = ("input READ", "output WRITE", "dead letters WRITE", "markers READ", 
 @pytest.mark.parametrize("missing", REQUIRED)
 def test_without_one_acl_the_job_fails_in_one_line_naming_it_and_publishes_nothing(
         kafka_cluster, cluster_job, missing):
-    cluster = kafka_cluster
-    assert cluster.certificates is not None
-    user, password = f"job-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    secured.add_users(cluster.bootstrap_servers, [(user, password)])
-    job = cluster_job
+    cluster, job = kafka_cluster, cluster_job
     grants = job_grants(job)
     refused = grants.pop(missing)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    for future in admin.create_acls([grant.binding(f"User:{user}") for grant in grants.values()]).values():
-        future.result(timeout=30)
+    user, _, settings = principal_with(cluster, grants.values())
     produce_sample(job, count=500, seed=5, partitions=2)
     job.bootstrap_servers = cluster.secured_bootstrap_servers
-    settings = {f"kafka.{name}": value
-                for name, value in secured.client_settings(cluster.certificates, user, password).items()}
     result = job.run(timeout=180, restart_strategy="none", **settings)
     assert result.returncode == 2, result.stdout[-3000:]
     last = result.stdout.strip().splitlines()[-1]

@@ -107,6 +107,18 @@ def disposable_job_settings(bootstrap_servers: str, topics: dict[str, str], sink
     }
 
 
+JOB_PACKAGE = "{{ cookiecutter.package_name }}"
+
+
+def job_command(arguments: list[str], settings: dict[str, str], launcher: list[str] | None = None) -> list[str]:
+    """The job's own CLI (`python -m <package> <arguments>`, or through `launcher`), configured by
+    `--set option=value` only."""
+    command = [*(launcher or [sys.executable, "-m", JOB_PACKAGE]), *arguments]
+    for name, value in settings.items():
+        command += ["--set", f"{name}={value}"]
+    return command
+
+
 def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_path: Path,
               env: dict[str, str] | None = None, launcher: list[str] | None = None) -> subprocess.Popen:
     """Run the job's own CLI (`python -m <package> <arguments> --set option=value ...`, or through
@@ -115,11 +127,8 @@ def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_pat
     configured by `--set` only (the environment's `<PACKAGE>_*` options are dropped); its output
     in `log_path`. Spark's scratch space goes under `cwd` (a SIGKILL leaves it behind: in /tmp
     each killed run would keep its copies of the job's jars, 0.1-0.7 GB)."""
-    package = "{{ cookiecutter.package_name }}"  # the job's package
-    command = [*(launcher or [sys.executable, "-m", package]), *arguments]
-    for name, value in settings.items():
-        command += ["--set", f"{name}={value}"]
-    prefix = f"{package.upper()}_"
+    command = job_command(arguments, settings, launcher)
+    prefix = f"{JOB_PACKAGE.upper()}_"
     environment = {k: v for k, v in os.environ.items() if not k.startswith(prefix)}
     environment.update({"PYTHONUNBUFFERED": "1", **(env or {})})
     environment.setdefault("SPARK_LOCAL_DIRS", str(cwd / "spark-local"))
