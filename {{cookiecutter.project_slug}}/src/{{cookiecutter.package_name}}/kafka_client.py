@@ -64,7 +64,10 @@ def cluster_topics(bootstrap_servers: str, settings: Mapping[str, str] | None = 
 def quiet_client_logs(name: str, every_seconds: float = 30.0) -> dict[str, object]:
     """For a long-lived librdkafka client of the job: its errors as one log line per kind every
     `every_seconds` (through error_cb, served while the client works), not librdkafka's own
-    stderr lines, several a second for each broker while one is down."""
+    stderr lines, several a second for each broker while one is down. Its critical lines go
+    through the job's logging too (`logger`: served when the client is polled, in the job's
+    format, JSON included), never straight to stderr from librdkafka's threads, where they
+    could land after the job's last line."""
     logger = logging.getLogger(name)
     last: dict[int, float] = {}
 
@@ -75,7 +78,7 @@ def quiet_client_logs(name: str, every_seconds: float = 30.0) -> dict[str, objec
             logger.warning("Kafka client: %s", error.str())
 
     callback: Callable[[KafkaError], None] = on_error
-    return {"log_level": 2, "error_cb": callback}
+    return {"log_level": 2, "error_cb": callback, "logger": logger}
 
 
 def java_client_options(settings: Mapping[str, str]) -> dict[str, str]:
