@@ -12,7 +12,13 @@ import pytest
 
 from {{ cookiecutter.package_name }}.session import spark_session
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
-from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, KafkaUnavailable, LocalKafkaCluster, provide_kafka
+from {{ cookiecutter.package_name }}_tools.kafka_local import (
+    KafkaHandle,
+    KafkaUnavailable,
+    LocalKafkaCluster,
+    cluster_launcher,
+    provide_kafka,
+)
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 
@@ -38,10 +44,11 @@ def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="session")
 def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                   ) -> Iterator[LocalKafkaCluster]:
-    yield from serving(request, LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), secured=True),
-                       KafkaUnavailable, "these tests need a three-broker Kafka cluster",
-                       lambda cluster, seconds: f"kafka: three-broker cluster at {cluster.bootstrap_servers}, "
-                                                f"up in {seconds:.1f}s")
+    """Three secured brokers, containers or processes as KAFKA_PROVIDER says (cluster_launcher)."""
+    cluster = LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), secured=True, launcher=cluster_launcher())
+    yield from serving(request, cluster, KafkaUnavailable, "these tests need a three-broker Kafka cluster",
+                       lambda cluster, seconds: f"kafka: three-broker cluster of {cluster.launcher}s at "
+                                                f"{cluster.bootstrap_servers}, up in {seconds:.1f}s")
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -277,3 +278,17 @@ def stop(process: subprocess.Popen, signum: int = signal.SIGTERM) -> int:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     return process.returncode
+
+
+def fetch(url: str) -> str:
+    """An HTTP GET's body (the job's metrics endpoint, the Spark UI)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read().decode()
+
+
+def answer(url: str) -> str | None:
+    """fetch, or None while nothing answers there (for wait_until)."""
+    try:
+        return fetch(url)
+    except OSError:
+        return None

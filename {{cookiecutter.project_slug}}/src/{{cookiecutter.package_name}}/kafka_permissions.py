@@ -1,15 +1,17 @@
 """What the job's Kafka principal must be allowed (the README's Kafka ACLs), checked at start-up
 against Kafka's own answer: the operations the brokers' authorizer allows it on each topic
-(DescribeTopics with the authorized operations). A refusal names the option, the operation and
-the topic in one line, before anything is published. Brokers without an authorizer allow
+(DescribeTopics with the authorized operations), and on the sink's transactional ids (a producer
+that starts transactions with an id of theirs). A refusal names the option, the operation and the
+resource in one line, before anything is published. Brokers without an authorizer allow
 everything and say so; brokers that do not say are not second-guessed."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from .errors import ConfigError
@@ -74,6 +76,25 @@ def refused(option: str, settings: Mapping[str, str] | None, topic: str, access:
                                        "the topic, or the topic does not exist)")
     return ConfigError(option, f"{principal(settings)} may not {' or '.join(missing)} topic {topic!r}{why}; "
                                "grant it with an ACL (README: Kafka ACLs)")
+
+
+def may_write_transactional_id(bootstrap_servers: str, settings: Mapping[str, str] | None, transactional_id: str,
+                               timeout: float = 15.0) -> bool | None:
+    """Whether the principal may use `transactional_id` (WRITE on it), which Kafka tells only to a
+    producer that starts transactions: one does, with that id, and stops. None: no answer (a
+    time-out, a broker error); the sink's own producers will meet the same at the first batch."""
+    producer = Producer(librdkafka_config(bootstrap_servers, settings, {
+        "transactional.id": transactional_id,
+        # librdkafka's lines go to a logger, served only by poll(), which this producer never calls:
+        # the refusal is the caller's one line, not librdkafka's fatal-error line beside it.
+        "logger": logging.getLogger(__name__)}))
+    try:
+        producer.init_transactions(timeout)
+        return True
+    except KafkaException as error:
+        if error.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return False
+        return None
 
 
 def transactional_ids_refused(settings: Mapping[str, str] | None, prefix: str) -> ConfigError:

@@ -1,5 +1,6 @@
 """The local-process launcher, whatever provider the session uses: a real broker from
-Kafka's jars, usable for transactions, surviving a SIGKILL, and `kafka up` / `kafka down`."""
+Kafka's jars, usable for transactions, surviving a SIGKILL, and `kafka up` / `kafka down` of one
+broker or of a three-broker cluster."""
 
 from __future__ import annotations
 
@@ -42,15 +43,27 @@ def test_the_process_broker_serves_transactions_and_survives_a_kill(tmp_path):
         broker.stop()
 
 
-def test_kafka_up_and_down_commands(tmp_path):
+@pytest.mark.parametrize("brokers", [1, 3])
+def test_kafka_up_and_down_commands(tmp_path, brokers):
+    """`kafka up`: one broker, or three processes as one cluster (the cluster suite's nodes may be
+    containers): every node serves, a topic has three replicas, a transaction commits."""
     workdir = tmp_path / "kafka"
     cli = [sys.executable, "-m", "{{ cookiecutter.package_name }}_tools", "kafka"]
-    up = subprocess.run([*cli, "up", "--workdir", str(workdir)], capture_output=True, text=True, timeout=180)
+    up = subprocess.run([*cli, "up", "--workdir", str(workdir), "--brokers", str(brokers)],
+                        capture_output=True, text=True, timeout=180)
     try:
         assert up.returncode == 0, up.stderr
-        state = json.loads((workdir / "broker.json").read_text())
-        assert f"local broker ready at {state['bootstrap_servers']}" in up.stdout
-        AdminClient({"bootstrap.servers": state["bootstrap_servers"]}).list_topics(timeout=30)
+        bootstrap = json.loads((workdir / "broker.json").read_text())["bootstrap_servers"]
+        what = "local broker" if brokers == 1 else f"local {brokers}-broker cluster"
+        assert f"{what} ready at {bootstrap}" in up.stdout
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert len(admin.list_topics(timeout=30).brokers) == brokers
+        if brokers > 1:
+            admin.create_topics([NewTopic("t", 2)])["t"].result(30)  # the cluster's default replication
+            commit_one(bootstrap, "t", b"replicated")  # once it commits, every broker knows the topic
+            assert [value for _, value in read_topic(bootstrap, "t")] == [b"replicated"]
+            assert {len(partition.replicas) for partition in admin.list_topics("t", timeout=30).topics["t"]
+                    .partitions.values()} == {3}
     finally:
         down = subprocess.run([*cli, "down", "--workdir", str(workdir)], capture_output=True, text=True, timeout=60)
     assert "kafka: stopped" in down.stdout

@@ -9,7 +9,6 @@ import json
 import re
 import signal
 import time
-import urllib.request
 
 import pytest
 
@@ -19,14 +18,9 @@ from {{ cookiecutter.package_name }}_tools.processes import free_port, start_job
 from {{ cookiecutter.package_name }}_tools.readback import Published, read_topic
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import CONFIG, EXACTLY_ONCE, merged, produce_sample, stop, wait_until
+from harness import CONFIG, EXACTLY_ONCE, fetch, merged, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def fetch(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read().decode()
 
 
 def samples(exposition: str, name: str) -> list[tuple[dict[str, str], float]]:

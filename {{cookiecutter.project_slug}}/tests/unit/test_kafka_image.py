@@ -37,6 +37,27 @@ def test_entrypoint_translates_the_apache_kafka_variables():
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_a_container_node_gets_the_process_nodes_configuration(tmp_path):
+    """A secured cluster's node in a container (container_node.py) reads, through the image's
+    variables, the very properties a process node writes to its file, its data in the volume."""
+    from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
+    from {{ cookiecutter.package_name }}_tools.kafka_local.container_node import ContainerNode
+    from {{ cookiecutter.package_name }}_tools.kafka_local.process import server_properties
+
+    cluster = LocalKafkaCluster(tmp_path, secured=True, launcher="container")
+    node = cluster.nodes[2]
+    assert isinstance(node, ContainerNode)
+    node.voters = cluster.voters
+    environment = node.environment()
+    assert environment["CLUSTER_ID"] == cluster.nodes[1].cluster_id and "-Xmx384m" in environment["KAFKA_HEAP_OPTS"]
+    written = server_properties(tmp_path / "data", node.port, node.controller_port, node.sasl_port, 2, cluster.voters,
+                                (node.secured_port, cluster.certificates))
+    expected = dict(line.split("=", 1) for line in written.splitlines() if line)
+    expected["log.dirs"] = containers.DATA_DIR
+    assert entrypoint_properties(environment) == expected
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_entrypoint_escapes_and_skips_like_apache_kafka():
     properties = entrypoint_properties({
         "KAFKA_SOME__NAME___X": "a=b",  # "__" is "_", "___" is "-", values keep their "="

@@ -19,7 +19,7 @@ from ..job import event_schema
 from ..kafka_client import cluster_topics, librdkafka_config
 from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
-from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms
+from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms, transactional_ids
 from ..sink.sink_log import SinkLog
 from ..storage import resolve_location
 from .logs import event
@@ -35,7 +35,7 @@ def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
     started = time.monotonic()
     while True:
         try:
-            topics = cluster_topics(config.bootstrap_servers, config.kafka, timeout)
+            cluster_topics(config.bootstrap_servers, config.kafka, timeout)  # a ConfigError while no broker answers
             break
         except ConfigError:
             waited = time.monotonic() - started
@@ -55,7 +55,7 @@ def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
     for option, needed in needs.items():
         name = getattr(config, option)
         found = access[name]
-        if found.described and (not found.exists or name not in topics):
+        if found.described and not found.exists:
             raise ConfigError(
                 option, f"topic {name!r} does not exist on {config.bootstrap_servers}; create it first "
                 "(`{{ cookiecutter.package_name }} topics create` creates the job's topics)"
@@ -208,9 +208,24 @@ def check_transaction_timeout(config: JobConfig, timeout: float = 15.0) -> None:
             f"{limit // ((COMMIT_ATTEMPTS_TIMEOUTS + 1) * 1000)}s or raise the brokers' limit")
 
 
+def check_transactional_ids(config: JobConfig) -> None:
+    """The sink's transactional ids must be the principal's to use (WRITE, an ACL on their prefix):
+    a producer starts transactions with `<prefix>-<sink_id>-preflight`, an id of that prefix that no
+    commit shard has, so no producer of the sink is fenced."""
+    if not config.exactly_once:
+        return
+    ids = transactional_ids(config.transactional_id_prefix, config.sink_id)
+    allowed = permissions.may_write_transactional_id(config.bootstrap_servers, config.kafka, f"{ids}preflight")
+    if allowed is False:
+        raise permissions.transactional_ids_refused(config.kafka, ids)
+    if allowed is None:
+        log.warning("could not check that the job may use the transactional ids %s*; the first batch will tell", ids)
+
+
 def check_sink(config: JobConfig) -> None:
     """The sink's checks against Kafka and the checkpoint: no Spark needed."""
     check_transaction_timeout(config)
+    check_transactional_ids(config)
     check_marker_topic(config)
     check_pinned_sink_settings(config)
     check_checkpoint_against_markers(config)

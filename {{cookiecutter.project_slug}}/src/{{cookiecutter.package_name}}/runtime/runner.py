@@ -23,8 +23,15 @@ from ..errors import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable
 from ..job import build_query
 from ..savepoints import Origin
 from ..sink import KafkaSink
-from ..sink.coordinator import CheckpointBehindOutput, ProducerFenced, Published, SourceOffsetsWentBack
+from ..sink.coordinator import (
+    CheckpointBehindOutput,
+    ProducerFenced,
+    Published,
+    SourceOffsetsWentBack,
+    TransactionalIdRefused,
+)
 from ..sink.formats import UnknownFormat
+from ..sink.settings import transactional_ids
 from ..storage import resolve_location
 from . import metrics, preflight
 from .heartbeat import Heartbeat
@@ -202,15 +209,15 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | 
             if not _restarts_after_delay(strategy, error, stop):
                 return
         except StreamingQueryException as error:
+            if transactional_ids_refused(error):  # an ACL revoked since the start-up check
+                raise permissions.transactional_ids_refused(
+                    config.kafka, transactional_ids(config.transactional_id_prefix, config.sink_id)) from error
             if is_fenced(error):
                 raise Fenced(f"stopping: {_first_line(error)}") from error
             if (broken := invariant_broken(error)) is not None:
                 raise broken from error
             if (refused := state_layout_refused(error)) is not None:
                 raise refused from error
-            if TRANSACTIONAL_ID_REFUSED in str(error):  # Kafka tells at the producers' first call
-                raise permissions.transactional_ids_refused(
-                    config.kafka, f"{config.transactional_id_prefix}-{config.sink_id}-") from error
             if outage.ride_out(error):
                 continue  # a Kafka outage within the tolerance: not a failure
             if not _restarts_after_delay(strategy, error, stop):
@@ -222,7 +229,13 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | 
 _FENCED = f"{ProducerFenced.__name__}:"
 
 
-TRANSACTIONAL_ID_REFUSED = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"  # librdkafka's name, in the sink's error
+# Kafka refuses the sink's transactional ids: in a transaction (the sink's TransactionalIdRefused),
+# or when a producer starts (librdkafka's error, by its code's name).
+_TRANSACTIONAL_IDS_REFUSED = (f"{TransactionalIdRefused.__name__}:", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+
+
+def transactional_ids_refused(error: Exception) -> bool:
+    return any(sign in str(error) for sign in _TRANSACTIONAL_IDS_REFUSED)
 
 
 def is_fenced(error: Exception) -> bool:

@@ -60,6 +60,10 @@ class ProducerFenced(RuntimeError):
     """Another driver took over this sink's transactional id: this one must stop."""
 
 
+class TransactionalIdRefused(RuntimeError):
+    """Kafka refuses the job's principal this sink's transactional id (an ACL): no restart helps."""
+
+
 class CommitFailed(RuntimeError):
     """The batch's transaction did not commit; Spark fails the batch and re-runs it."""
 
@@ -244,6 +248,9 @@ def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, b
             break
         except KafkaException as error:
             kafka_error = error.args[0]
+            if kafka_error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:  # fatal too, but no fencing
+                raise TransactionalIdRefused(
+                    f"transactional id {shard.transactional_id}: {kafka_error.str()}") from error
             if kafka_error.fatal():
                 raise ProducerFenced(
                     f"transactional id {shard.transactional_id}: {kafka_error.str()}. Another job (or a newer "

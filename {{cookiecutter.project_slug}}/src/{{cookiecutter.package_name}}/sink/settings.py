@@ -15,6 +15,11 @@ PARTITIONER = "murmur2_random"
 COMMIT_ATTEMPTS_TIMEOUTS = 3
 
 
+def transactional_ids(prefix: str, sink_id: str) -> str:
+    """What every transactional id of a sink starts with (the ACL's prefix, README: Kafka ACLs)."""
+    return f"{prefix}-{sink_id}-"
+
+
 def transaction_timeout_ms(commit_timeout_seconds: float) -> int:
     """Longer than everything one transaction may take (produce and flush, then commit retries:
     at most COMMIT_ATTEMPTS_TIMEOUTS commit time-outs in all), so the broker never aborts a
@@ -48,4 +53,4 @@ class SinkSettings:
 
     def transactional_id(self, shard: int) -> str:
         """Stable across restarts: the next driver's producer fences this one's."""
-        return f"{self.transactional_id_prefix}-{self.sink_id}-{shard}"
+        return f"{transactional_ids(self.transactional_id_prefix, self.sink_id)}{shard}"

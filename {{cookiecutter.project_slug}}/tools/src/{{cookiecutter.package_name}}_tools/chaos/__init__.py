@@ -55,8 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the broker comes from (default: $KAFKA_PROVIDER, else auto); "
                              "broker restarts need testcontainers or process")
     parser.add_argument("--kafka-brokers", type=int, choices=(1, 3), default=1,
-                        help="3: a local three-broker cluster from Kafka's jars (replication 3, "
-                             "min.insync.replicas=2), one broker killed at a time (default 1)")
+                        help="3: a local three-broker cluster (replication 3, min.insync.replicas=2), "
+                             "its nodes containers or processes as --kafka-provider says, one broker killed "
+                             "at a time (default 1)")
     parser.add_argument("--cluster", action="store_true",
                         help="run the job on a local Spark standalone cluster through deploy/spark-submit.sh, "
                              "its checkpoint on a local S3 server; also kill Spark workers and the S3 server")
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) 
             broker_dir = workdir / "kafka"
             broker_dir.mkdir(exist_ok=True)
             brokers = getattr(args, "kafka_brokers", 1)
-            kafka = stack.enter_context(provide_kafka_cluster(broker_dir, brokers) if brokers > 1
+            kafka = stack.enter_context(provide_kafka_cluster(broker_dir, brokers, args.kafka_provider) if brokers > 1
                                         else provide_kafka(broker_dir, provider=args.kafka_provider))
             say(kafka.describe())
         return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say, cluster).run()

@@ -6,7 +6,9 @@
    (engine.py), and the image is built locally when it cannot be pulled (image.py);
 3. otherwise: a single-node broker from Apache Kafka's jars, resolved with Maven.
 
-`provide_kafka_cluster` starts three brokers from those jars instead (cluster.py).
+A three-broker cluster (cluster.py) follows the same choice (`cluster_launcher`): its nodes are
+containers where the provider is testcontainers, else processes from Kafka's jars; a given
+cluster (``env``) cannot have its brokers killed, so the cluster tests start their own from the jars.
 
 ``KAFKA_PROVIDER`` (``env``, ``testcontainers``, ``process``) forces one branch, so CI
 cannot fall back silently; ``auto`` (the default) tries them in the order above.
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
-from .cluster import LocalKafkaCluster
+from .cluster import Launcher, LocalKafkaCluster
 from .containers import docker_engine_answers, kafka_container, wait_until_serving
 from .engine import container_engine
 from .image import ensure_kafka_image
@@ -33,7 +35,7 @@ from .process import LocalKafkaBroker
 PROVIDERS = ("auto", "env", "testcontainers", "process")
 
 __all__ = ["PROVIDERS", "KafkaHandle", "KafkaUnavailable", "LocalKafkaBroker", "LocalKafkaCluster", "cluster_handle",
-           "provide_kafka", "provide_kafka_cluster"]
+           "cluster_launcher", "provide_kafka", "provide_kafka_cluster"]
 
 
 @dataclass
@@ -98,16 +100,28 @@ def provide_kafka(workdir: Path | None = None, provider: str | None = None) -> I
             local.stop()
 
 
+def cluster_launcher(provider: str | None = None) -> Launcher:
+    """Where a local cluster's nodes run: containers for testcontainers (or auto with an engine
+    answering and no KAFKA_BOOTSTRAP_SERVERS), else processes."""
+    choice = chosen_provider(provider)
+    if choice == "testcontainers" or (choice == "auto" and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+                                      and docker_engine_answers()):
+        return "container"
+    return "process"
+
+
 def cluster_handle(cluster: LocalKafkaCluster) -> KafkaHandle:
     """A started cluster as a handle: its broker restart kills and restarts one node, each in turn."""
-    return KafkaHandle(f"process ({len(cluster.nodes)} brokers)", cluster.bootstrap_servers,
+    provider = "testcontainers" if cluster.launcher == "container" else "process"
+    return KafkaHandle(f"{provider} ({len(cluster.nodes)} brokers)", cluster.bootstrap_servers,
                        restart_broker=cluster.restart_next_node, sasl_bootstrap_servers=cluster.sasl_bootstrap_servers)
 
 
 @contextmanager
-def provide_kafka_cluster(workdir: Path, brokers: int = 3) -> Iterator[KafkaHandle]:
-    """A local cluster of `brokers` nodes from Kafka's jars for the duration of the block."""
-    cluster = LocalKafkaCluster(workdir, brokers)
+def provide_kafka_cluster(workdir: Path, brokers: int = 3, provider: str | None = None) -> Iterator[KafkaHandle]:
+    """A local cluster of `brokers` nodes for the duration of the block, its nodes where
+    `cluster_launcher(provider)` says."""
+    cluster = LocalKafkaCluster(workdir, brokers, launcher=cluster_launcher(provider))
     cluster.start()
     try:
         yield cluster_handle(cluster)

@@ -1,40 +1,54 @@
-"""A three-node Kafka cluster on loopback, from Kafka's jars: each node a broker and a KRaft
-controller (process.py), a static quorum of the three, internal and default topics with three
-replicas and `min.insync.replicas=2`, as production clusters run. It is what the cluster fault
-tests kill nodes of: the leader of a partition, a transaction's coordinator."""
+"""A three-node Kafka cluster on loopback: each node a broker and a KRaft controller, a static
+quorum of the three, internal and default topics with three replicas and `min.insync.replicas=2`,
+as production clusters run. It is what the cluster fault tests kill nodes of: the leader of a
+partition, a transaction's coordinator. Its nodes are processes from Kafka's jars (process.py),
+or containers of the Kafka image (container_node.py), as KAFKA_PROVIDER picks for one broker."""
 
 from __future__ import annotations
 
 import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Literal
 
 from confluent_kafka.admin import AdminClient
 
 from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
 
 from ..processes import free_ports
+from .container_node import ContainerNode
+from .containers import reap_orphans
+from .engine import container_engine
+from .image import ensure_kafka_image
 from .process import PORTS_PER_NODE, TRANSACTION_LOG_PARTITIONS, LocalKafkaBroker, new_cluster_id
 from .secured import make_certificates
 
 TRANSACTION_LOG = "__transaction_state"
+Launcher = Literal["process", "container"]
 
 
 class LocalKafkaCluster:
     """`brokers` nodes in `workdir`/node-<id>; `kill(node)` + `start_node(node)` is a hard crash
     and restart of one node on its data."""
 
-    def __init__(self, workdir: Path, brokers: int = 3, heap: str = "384m", secured: bool = False) -> None:
-        """`secured`: each node also serves SASL_SSL and enforces ACLs (secured.py)."""
+    def __init__(self, workdir: Path, brokers: int = 3, heap: str = "384m", secured: bool = False,
+                 launcher: Launcher = "process") -> None:
+        """`secured`: each node also serves SASL_SSL and enforces ACLs (secured.py). `launcher`:
+        "container" starts the nodes in containers, with the engine and the image of the
+        testcontainers provider (engine.py, image.py)."""
         if brokers < 3:
             raise ValueError(f"a cluster has at least 3 nodes (for 3 replicas), not {brokers}")
         cluster_id = new_cluster_id()
         self.workdir = Path(workdir)
+        self.launcher = launcher
+        node_type = ContainerNode if launcher == "container" else LocalKafkaBroker
         ports = free_ports(PORTS_PER_NODE * brokers)  # all at once: no two listeners on one port
-        self.nodes = {node_id: LocalKafkaBroker(self.workdir / f"node-{node_id}", heap, node_id,
-                                                ports[PORTS_PER_NODE * (node_id - 1):PORTS_PER_NODE * node_id])
+        self.nodes = {node_id: node_type(self.workdir / f"node-{node_id}", heap, node_id,
+                                         ports[PORTS_PER_NODE * (node_id - 1):PORTS_PER_NODE * node_id])
                       for node_id in range(1, brokers + 1)}
+        self._engine = ExitStack()  # the container engine, while container nodes run
         self.certificates = make_certificates(self.workdir / "tls") if secured else None
         for node in self.nodes.values():
             node.cluster_id, node.certificates = cluster_id, self.certificates
@@ -64,6 +78,8 @@ class LocalKafkaCluster:
         for node in self.nodes.values():  # the ports are settled now (kafka up reuses a cluster's)
             node.voters = self.voters
         try:
+            if self.launcher == "container":
+                self._start_engine()
             # Formatting (a JVM each) in parallel; then the nodes, which wait for their quorum.
             with ThreadPoolExecutor(len(self.nodes)) as pool:
                 list(pool.map(lambda node: node.launch(), self.nodes.values()))
@@ -73,6 +89,22 @@ class LocalKafkaCluster:
             self.stop()
             raise
         return time.monotonic() - started
+
+    def _start_engine(self) -> None:
+        """The container engine for the cluster's lifetime, the image, and what an earlier
+        session killed in its tracks left behind removed."""
+        import docker
+
+        self._engine.enter_context(container_engine())
+        image = ensure_kafka_image()
+        client = docker.from_env()
+        try:
+            reap_orphans(client)
+        finally:
+            client.close()
+        for node in self.nodes.values():
+            if isinstance(node, ContainerNode):
+                node.image = image
 
     def kill(self, node_id: int) -> None:
         """SIGKILL one node: a crash, not a shutdown."""
@@ -89,8 +121,10 @@ class LocalKafkaCluster:
         self.start_node(node_id)
 
     def stop(self) -> None:
+        """Stop every node (and remove a container node with its data)."""
         with ThreadPoolExecutor(len(self.nodes)) as pool:
-            list(pool.map(lambda node: node.stop(), self.nodes.values()))
+            list(pool.map(lambda node: node.close(), self.nodes.values()))
+        self._engine.close()
 
     def leader(self, topic: str, partition: int, timeout: float = 10.0) -> int:
         """The node id leading `topic`'s `partition`, as the cluster's metadata says now."""

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,9 +51,7 @@ def kafka_environment(port: int, sasl_port: int) -> dict[str, str]:
         "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
         "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":
             f"CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,{listener}:SASL_PLAINTEXT",
-        # "__" stands for "_" in a property name (listener.name.sasl_plaintext...).
-        **{"KAFKA_" + name.upper().replace("_", "__").replace(".", "_"): value
-           for name, value in sasl.broker_properties().items()},
+        **image_environment(sasl.broker_properties()),
         "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
         "KAFKA_LOG_DIRS": DATA_DIR,
         "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
@@ -64,6 +62,20 @@ def kafka_environment(port: int, sasl_port: int) -> dict[str, str]:
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
     }
+
+
+def image_environment(properties: Mapping[str, str] | str) -> dict[str, str]:
+    """Broker properties (a mapping, or a properties file's text) as the image's variables:
+    KAFKA_ and the name in capitals, "." as "_", "_" as "__", "-" as "___" (image/entrypoint.sh)."""
+    if isinstance(properties, str):
+        properties = dict(line.split("=", 1) for line in properties.splitlines() if "=" in line)
+    return {"KAFKA_" + name.upper().replace("_", "__").replace(".", "_").replace("-", "___"): value
+            for name, value in properties.items()}
+
+
+def owner_labels() -> dict[str, str]:
+    """The label that lets a later session remove what this one left behind (reap_orphans)."""
+    return {OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
 
 
 def wait_until_serving(bootstrap: str, timeout: float, alive: Callable[[], bool] | None = None) -> None:
@@ -125,8 +137,8 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
     from testcontainers.core.container import DockerContainer
 
     client = docker.from_env()
-    labels = {OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
-    _reap_orphans(client)
+    labels = owner_labels()
+    reap_orphans(client)
     port, sasl_port = free_ports(2)
     volume = client.volumes.create(f"kafka-data-{uuid.uuid4().hex[:12]}", labels=labels).name
     container = (
@@ -149,18 +161,18 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
                 raise KafkaUnavailable(f"{error}\nlast container output:\n{logs[-3000:]}") from None
             yield started
     finally:
-        _remove_volume(client, volume)
+        remove_volume(client, volume)
         client.close()
 
 
-def _remove_volume(client: Any, name: str) -> None:
+def remove_volume(client: Any, name: str) -> None:
     import docker.errors
 
     with contextlib.suppress(docker.errors.NotFound):
         client.volumes.get(name).remove(force=True)
 
 
-def _reap_orphans(client: Any) -> None:
+def reap_orphans(client: Any) -> None:
     """Remove containers and volumes of sessions on this host that died without cleaning up
     (a CI timeout's SIGKILL, say): Ryuk, testcontainers' reaper, cannot run without a registry."""
     import docker.errors
@@ -183,4 +195,4 @@ def _reap_orphans(client: Any) -> None:
                 container.remove(force=True)
     for volume in client.volumes.list(filters={"label": OWNER_LABEL}):
         if orphaned(volume.attrs.get("Labels")):
-            _remove_volume(client, volume.name)
+            remove_volume(client, volume.name)

@@ -214,6 +214,11 @@ class LocalKafkaBroker:
                 self.kill()
 
 
+    def close(self) -> None:
+        """Stop; the data stays in the work directory (a cluster's nodes are closed alike)."""
+        self.stop()
+
+
 def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, not starting with "-"
     (which the storage tool would read as an option)."""
