@@ -73,8 +73,8 @@ def job_grants(job: JobUnderTest) -> dict[str, Grant]:
 def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_and_keeps_its_secret(
         kafka_cluster, cluster_job, tmp_path):
     """The least-privilege run, its password from the environment, logging JSON, its UI on: the
-    password shows nowhere a team would look (the log, `config`, the UI's environment page and
-    its REST API, every file of the checkpoint with the sink log)."""
+    password shows nowhere a team would look (the log, `config`, the UI's environment page, its
+    SQL and streaming pages and their REST API, every file of the checkpoint with the sink log)."""
     cluster, job = kafka_cluster, cluster_job
     assert set(REQUIRED) == {label for label, grant in job_grants(job).items() if grant.required}
     _, password, settings = principal_with(cluster, job_grants(job).values())
@@ -84,7 +84,7 @@ def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_an
     settings["kafka.sasl.password"] = "${" + PASSWORD_VARIABLE + "}"
     ui_port = free_port()
     env = {PASSWORD_VARIABLE: password}
-    process, log_path = job.start(extra_env=env, until_idle=6, log_format="json", ui_port=str(ui_port), **settings)
+    process, log_path = job.start(extra_env=env, until_idle=10, log_format="json", ui_port=str(ui_port), **settings)
     try:
         ui = f"http://127.0.0.1:{ui_port}"
         # While Spark starts, the UI answers every page with "Spark is starting up": wait for real ones.
@@ -92,7 +92,13 @@ def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_an
                             alive=process, log_path=log_path)]
         listed = wait_until(lambda: _page(f"{ui}/api/v1/applications", '"id"'), 60, "the UI's REST API",
                             alive=process, log_path=log_path)
-        pages += [answer(f"{ui}/api/v1/applications/{app['id']}/environment") or "" for app in json.loads(listed)]
+        applications = [app["id"] for app in json.loads(listed)]
+        pages += [answer(f"{ui}/api/v1/applications/{app}/environment") or "" for app in applications]
+        # Once a batch has run: the plans with the Kafka source (the SQL tab, its REST API) and the query's page.
+        plans = f"{ui}/api/v1/applications/{applications[0]}/sql?details=true&planDescription=true"
+        pages += [wait_until(lambda: _page(plans, "KafkaScan"), 120, "a batch's plan in the UI", alive=process,
+                             log_path=log_path),
+                  answer(f"{ui}/SQL/") or "", answer(f"{ui}/StreamingQuery/") or ""]
         assert process.wait(300) == 0, log_path.read_text()[-3000:]
     finally:
         if process.poll() is None:

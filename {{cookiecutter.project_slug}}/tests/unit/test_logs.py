@@ -33,6 +33,20 @@ def test_a_json_line_holds_the_event_and_no_secret():
     assert "s3cr3t" not in TextFormatter(secrets, "%(message)s").format(record("pw s3cr3t-pw"))
 
 
+def test_every_password_a_tls_or_sasl_client_takes_is_a_secret():
+    """librdkafka's and the Java client's names for the SCRAM password, key and store passwords,
+    JAAS lines: masked in the logs and `config` (config.is_secret)."""
+    names = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+             "sasl.jaas.config", "sasl.oauthbearer.client.secret")
+    passwords = {name: f"pw-{n}-value" for n, name in enumerate(names)}
+    config = load_config(None, {**{f"kafka.{name}": "${" + f"V{n}" + "}" for n, name in enumerate(names)},
+                                "kafka.ssl.keystore.location": "/etc/kafka/client.p12"},
+                         environ={f"V{n}": passwords[name] for n, name in enumerate(names)})
+    assert sorted(secret_values(config)) == sorted(passwords.values())
+    shown = JsonFormatter(secret_values(config)).format(record(" ".join(passwords.values())))
+    assert not any(password in shown for password in passwords.values()), shown
+
+
 def test_the_batch_event_has_the_sinks_figures_for_that_batch():
     config = load_config(None, {"sink_id": "logs-unit"}, environ={})
     progress = {"batchId": 7, "numInputRows": 500, "durationMs": {"addBatch": 120, "triggerExecution": 180},
