@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__, object_store
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
-from .errors import ConfigError, GaveUp, KafkaUnavailable
+from .failures import ConfigError, GaveUp, KafkaUnavailable
 from .runtime.logs import report_exit
 
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from .errors import ConfigError
+from .failures import ConfigError
 from .identifiers import (
     parse_column_problem,
     sink_id_problem,

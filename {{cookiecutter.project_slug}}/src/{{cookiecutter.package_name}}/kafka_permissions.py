@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from .errors import ConfigError
+from .failures import ConfigError, Outcome, kafka_outcome
 from .kafka_client import librdkafka_config
 
 # Kafka's ACL operations each topic needs (DESCRIBE comes with any of them).
@@ -82,7 +82,8 @@ def may_write_transactional_id(bootstrap_servers: str, settings: Mapping[str, st
                                timeout: float = 15.0) -> bool | None:
     """Whether the principal may use `transactional_id` (WRITE on it), which Kafka tells only to a
     producer that starts transactions: one does, with that id, and stops. None: no answer (a
-    time-out, a broker error); the sink's own producers will meet the same at the first batch."""
+    broker error that is no outage); the sink's own producers will meet the same at the first batch.
+    Kafka in an outage (a time-out, no coordinator) is raised: the start-up checks wait it out."""
     producer = Producer(librdkafka_config(bootstrap_servers, settings, {
         "transactional.id": transactional_id,
         # librdkafka's lines go to a logger, served only by poll(), which this producer never calls:
@@ -94,6 +95,8 @@ def may_write_transactional_id(bootstrap_servers: str, settings: Mapping[str, st
     except KafkaException as error:
         if error.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
             return False
+        if kafka_outcome(error.args[0])[0] is Outcome.RIDE_OUT:
+            raise
         return None
 
 

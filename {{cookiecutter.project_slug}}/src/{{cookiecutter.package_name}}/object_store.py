@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import ConfigError
+from .failures import ConfigError, JobFailure, Outcome
 
 S3_SCHEMES = ("s3://", "s3a://")
 # The [s3] table's settings; secret_access_key may be `${VAR}` (config.py), and is masked.
@@ -94,8 +94,10 @@ def check_bucket(location: str, s3: Mapping[str, str], timeout: float = 5.0) -> 
                           f"{timeout:.0f}s ({error})") from None
 
 
-class ConditionalWriteFailed(RuntimeError):
+class ConditionalWriteFailed(JobFailure, RuntimeError):
     """Another writer changed the object between this one's read and its write."""
+
+    outcome = Outcome.RETRY
 
 
 def _client():

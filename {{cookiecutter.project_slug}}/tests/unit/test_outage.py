@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.errors import KafkaUnreachable
+from {{ cookiecutter.package_name }}.failures import KafkaUnreachable, Outcome, Verdict
 from {{ cookiecutter.package_name }}.runtime import outage
 
 
@@ -18,6 +18,11 @@ class Clock:
 
     def monotonic(self) -> float:
         return self.now
+
+
+# Failures as the runner hands them over: judged already (failures.verdict), by type, not by text.
+BUG = Verdict(Outcome.RETRY, "ArithmeticException: / by zero")
+TIMED_OUT = Verdict(Outcome.RIDE_OUT, "Kafka: Timed out waiting for controller (_TIMED_OUT)")
 
 
 @pytest.fixture
@@ -37,34 +42,34 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
     return tolerance, answers, clock
 
 
-def test_a_failure_while_kafka_answers_and_says_nothing_of_it_counts(scripted):
+def test_a_failure_while_kafka_answers_that_is_no_outage_counts(scripted):
     tolerance, answers, _ = scripted
     answers += [True]
-    assert not tolerance.ride_out(RuntimeError("ArithmeticException: / by zero"))
+    assert not tolerance.ride_out(BUG)
 
 
 def test_a_failure_during_an_outage_that_ends_in_time_does_not_count(scripted):
     tolerance, answers, clock = scripted
     answers += [False] * 10 + [True]
-    assert tolerance.ride_out(RuntimeError("org.apache.kafka.common.errors.TimeoutException: x"))
+    assert tolerance.ride_out(BUG)
     assert clock.now - 1000 == pytest.approx(10)  # it waited for Kafka, a second at a time
 
 
 def test_an_outage_past_the_tolerance_counts(scripted):
     tolerance, answers, _ = scripted
     answers += [False] * 40
-    assert not tolerance.ride_out(RuntimeError("Broker transport failure"))
+    assert not tolerance.ride_out(BUG)
 
 
 def test_a_timeout_while_kafka_answers_counts_once_the_tolerance_is_spent(scripted):
     tolerance, answers, clock = scripted
     answers += [True, True]
-    assert tolerance.ride_out(RuntimeError("TimeoutException"))  # within the tolerance: a pause, then again
+    assert tolerance.ride_out(TIMED_OUT)  # within the tolerance: a pause, then again
     clock.now += 60
-    assert not tolerance.ride_out(RuntimeError("TimeoutException"))  # no batch completed since: spent
+    assert not tolerance.ride_out(TIMED_OUT)  # no batch completed since: spent
     tolerance.batch_completed()
     answers += [True]
-    assert tolerance.ride_out(RuntimeError("TimeoutException"))
+    assert tolerance.ride_out(TIMED_OUT)
 
 
 def test_a_long_trigger_asks_kafka_and_gives_up_past_the_tolerance(scripted):
@@ -88,5 +93,5 @@ def test_a_long_trigger_asks_kafka_and_gives_up_past_the_tolerance(scripted):
 def test_no_tolerance_means_every_failure_counts(scripted):
     _, answers, _ = scripted
     off = outage.OutageTolerance(JobConfig(kafka_outage_tolerance_seconds=0), threading.Event())
-    assert not off.ride_out(RuntimeError("TimeoutException"))
+    assert not off.ride_out(TIMED_OUT)
     assert answers == []  # Kafka was not even asked

@@ -36,21 +36,6 @@ def test_none_never_restarts():
         strategy("none").next_delay(0)
 
 
-def test_a_fenced_sink_is_told_apart_from_other_failures():
-    """The sink's ProducerFenced reaches the runner as text inside Spark's exception."""
-    from pyspark.errors import StreamingQueryException
-
-    from {{ cookiecutter.package_name }}.runtime.runner import is_fenced
-
-    fenced = StreamingQueryException(message=(
-        "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink.\n"
-        "Traceback (most recent call last):\n  ...\n"
-        "{{ cookiecutter.package_name }}.sink.coordinator.ProducerFenced: transactional id test-sink-0: Fenced. "
-        "Another job (or a newer instance of this one) uses the same sink id; this one stops.\n"))
-    other = StreamingQueryException(message="CommitFailed: batch 3, shard 0: Broker: Coordinator not available")
-    assert is_fenced(fenced) and not is_fenced(other)
-
-
 @pytest.mark.parametrize("kind", ["fixed-delay", "exponential-backoff"])
 def test_a_healthy_period_resets_the_budget(kind):
     restarts = strategy(kind, attempts=2)  # interval 10 s

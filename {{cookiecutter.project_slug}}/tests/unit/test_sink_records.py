@@ -11,7 +11,7 @@ import time
 import pytest
 
 from {{ cookiecutter.package_name }}.config import ConfigError, load_config
-from {{ cookiecutter.package_name }}.errors import GaveUp
+from {{ cookiecutter.package_name }}.failures import GaveUp
 from {{ cookiecutter.package_name }}.runtime import preflight
 from {{ cookiecutter.package_name }}.runtime.heartbeat import Heartbeat
 from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat

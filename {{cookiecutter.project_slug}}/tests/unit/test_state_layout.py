@@ -1,5 +1,6 @@
-"""A checkpoint whose state another version of the count wrote is refused in one line naming
-checkpoint_location, not restarted: a real Spark refusal, from a file source (no Kafka)."""
+"""A checkpoint whose state another version of the query wrote is refused in one line naming
+checkpoint_location, not restarted: a real Spark refusal, from a file source (no Kafka), judged
+by the error condition Spark's exception carries (failures.verdict)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from {{ cookiecutter.package_name }}.runtime.runner import state_layout_refused
+from {{ cookiecutter.package_name }}.failures import Outcome, verdict
 
 
 def _run_count(spark, source, checkpoint, *keys: str) -> None:
@@ -26,10 +27,11 @@ def test_a_checkpoint_of_another_state_layout_is_refused_naming_the_option(spark
     (source / "2.json").write_text(json.dumps({"a": "y", "b": 2}))
     with pytest.raises(StreamingQueryException) as failure:
         _run_count(spark, source, checkpoint, "a", "b")
-    refused = state_layout_refused(failure.value)
-    assert refused is not None and refused.option == "checkpoint_location"
-    assert "another version of the count" in str(refused) and "key schema" in str(refused)
+    refused = verdict(failure.value)
+    assert refused.outcome is Outcome.STOP and refused.option == "checkpoint_location", refused
+    assert "another version of the query" in refused.message, refused
+    assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in refused.message, refused
 
 
 def test_other_failures_are_left_to_the_restart_strategy():
-    assert state_layout_refused(RuntimeError("[KAFKA_DATA_LOSS] Some data may have been lost")) is None
+    assert verdict(RuntimeError("[KAFKA_DATA_LOSS] Some data may have been lost")).outcome is Outcome.RETRY

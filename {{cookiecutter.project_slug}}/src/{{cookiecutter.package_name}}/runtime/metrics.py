@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from ..errors import ConfigError
+from ..failures import ConfigError
 
 M = TypeVar("M", Counter, Gauge, Histogram)
 

@@ -5,8 +5,9 @@ While a trigger runs longer than a few seconds, the runner asks Kafka whether it
 so the batch simply waits; the runner says so once every few seconds (the clients' own warnings
 are silenced), and past the tolerance it stops the query, which counts as a failure.
 
-When the query fails while Kafka cannot be reached (or with an error that says so: time-outs,
-transport failures, no leader), the runner asks `ride_out`: it waits for the brokers to answer
+When the query fails while Kafka cannot be reached (or with an error whose verdict is to ride it
+out: time-outs, transport failures, no leader, by Kafka's error code or the Java client's
+exception type, failures.py), the runner asks `ride_out`: it waits for the brokers to answer
 again, logging every few seconds, and then the query starts again from its checkpoint (Spark
 re-runs the batch it was in; the sink's markers make the re-run publish once). Only when the
 outage lasts longer than `kafka_outage_tolerance_seconds` does the restart strategy see a failure.
@@ -23,22 +24,18 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from .. import failures
 from ..config import JobConfig
-from ..errors import KafkaUnreachable
+from ..failures import KafkaUnreachable, Outcome, Tolerance, Verdict
 from ..kafka_client import librdkafka_config
 from .logs import event
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_SECONDS = 5.0
-LOG_EVERY_SECONDS = 5.0
+LOG_EVERY_SECONDS = failures.LOG_EVERY_SECONDS
 WATCH_AFTER_SECONDS = 5.0  # a trigger running this long makes the runner ask Kafka
 RETRY_AFTER_ERROR_SECONDS = 2.0
-# How the Java client, librdkafka and the sink say that brokers cannot be reached.
-_UNREACHABLE = ("TimeoutException", "Timed out", "timed out", "_TRANSPORT", "_ALL_BROKERS_DOWN",
-                "Broker transport failure", "DisconnectException", "NetworkException", "Connection refused",
-                "LEADER_NOT_AVAILABLE", "LeaderNotAvailable", "NotLeaderOrFollower", "NOT_LEADER",
-                "COORDINATOR_NOT_AVAILABLE", "CoordinatorNotAvailable", "NOT_ENOUGH_REPLICAS", "NotEnoughReplicas")
 
 
 def kafka_reachable(config: JobConfig, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
@@ -53,22 +50,23 @@ def kafka_reachable(config: JobConfig, timeout: float = PROBE_TIMEOUT_SECONDS) -
         return False
 
 
-def says_unreachable(error: BaseException) -> bool:
-    text = str(error)
-    return any(marker in text for marker in _UNREACHABLE)
-
-
 class OutageTolerance:
     def __init__(self, config: JobConfig, stop: threading.Event) -> None:
         self.config = config
         self.stop = stop
         self.tolerance = config.kafka_outage_tolerance_seconds
-        self.since: float | None = None  # when the current outage was first seen
+        # Its `since`: when the current outage was first seen.
+        self.outage = Tolerance("waiting, the checkpoint keeps the batch", self.tolerance, stop,
+                                event_kind="kafka_unreachable")
         self.probed = 0.0
         self.answered = 0.0  # when a probe last found Kafka answering
 
+    @property
+    def since(self) -> float | None:
+        return self.outage.since
+
     def batch_completed(self) -> None:
-        self.since = None
+        self.outage.reset()
 
     def heartbeat_details(self) -> dict[str, float]:
         """For the driver's heartbeat: how long the outage being waited out has lasted, if one is
@@ -86,10 +84,10 @@ class OutageTolerance:
             self.answered = now
             if self.since is not None:
                 log.warning("Kafka answers again after %.0fs; the batch goes on", now - self.since)
-                self.since = None
+                self.outage.reset()
             return
-        self.since = self.since or max(now - trigger_seconds, self.answered)  # the earliest it can have begun
-        waited = now - self.since
+        self.outage.since = self.since or max(now - trigger_seconds, self.answered)  # the earliest it can have begun
+        waited = self.outage.waited()
         if waited > self.tolerance:
             raise KafkaUnreachable(f"Kafka unreachable at {self.config.bootstrap_servers} for {waited:.0f}s, past "
                                    f"kafka_outage_tolerance_seconds ({self.tolerance:.0f})")
@@ -97,35 +95,29 @@ class OutageTolerance:
                     self.config.bootstrap_servers, waited, self.tolerance,
                     extra=event("kafka_unreachable", seconds=round(waited), tolerance_seconds=self.tolerance))
 
-    def ride_out(self, error: BaseException) -> bool:
+    def ride_out(self, judged: Verdict) -> bool:
         """True when the failure was a Kafka outage that ended within the tolerance: restart
-        without counting it. False: a failure for the restart strategy (or a stop was asked)."""
+        without counting it. False: a failure for the restart strategy (or a stop was asked).
+        Kafka is asked whether it answers whatever the failure; one that answers is an outage
+        only if the failure's verdict says so."""
         if self.tolerance <= 0:
             return False
         reachable = kafka_reachable(self.config)
-        if reachable and not says_unreachable(error):
+        if reachable and judged.outcome is not Outcome.RIDE_OUT:
             return False
-        self.since = self.since or time.monotonic()
+        self.outage.since = self.since or time.monotonic()
         log.warning("query failed while Kafka %s: %s", "reports errors" if reachable else "is unreachable",
-                    str(error).strip().splitlines()[0][:300])
+                    judged.line)
         if reachable and self.stop.wait(RETRY_AFTER_ERROR_SECONDS):  # answers, but failed to serve: a pause
             return False
-        logged = 0.0
         while not reachable:
-            waited = time.monotonic() - self.since
-            if waited > self.tolerance:
-                log.error("Kafka unreachable for %.0fs, past kafka_outage_tolerance_seconds (%.0f)", waited,
-                          self.tolerance)
-                return False
-            if time.monotonic() - logged >= LOG_EVERY_SECONDS:
-                log.warning("Kafka unreachable at %s for %.0fs (tolerance %.0fs): waiting, the checkpoint keeps "
-                            "the batch", self.config.bootstrap_servers, waited, self.tolerance,
-                            extra=event("kafka_unreachable", seconds=round(waited), tolerance_seconds=self.tolerance))
-                logged = time.monotonic()
-            if self.stop.wait(1.0):
+            if not self.outage.pause(f"Kafka unreachable at {self.config.bootstrap_servers}", 1.0):
+                if not self.stop.is_set():
+                    log.error("Kafka unreachable for %.0fs, past kafka_outage_tolerance_seconds (%.0f)",
+                              self.outage.waited(), self.tolerance)
                 return False
             reachable = kafka_reachable(self.config)
-        waited = time.monotonic() - self.since
+        waited = self.outage.waited()
         if waited > self.tolerance:
             log.error("Kafka errors for %.0fs, past kafka_outage_tolerance_seconds (%.0f)", waited, self.tolerance)
             return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from .. import checkpoint, object_store
 from .. import kafka_permissions as permissions
 from ..config import ConfigError, JobConfig
-from ..errors import GaveUp
+from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
 from ..job import event_schema
 from ..kafka_client import cluster_topics, librdkafka_config
 from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
@@ -27,28 +27,45 @@ from .logs import event
 log = logging.getLogger(__name__)
 
 
+STARTUP_RETRY_SECONDS = 2.0
+
+
+class KafkaNotAnswering(JobFailure, RuntimeError):
+    """No broker answers at start-up, on a checkpoint the job ran on before: an outage, waited out."""
+
+    outcome = Outcome.RIDE_OUT
+
+
+def startup_tolerance(config: JobConfig) -> Tolerance:
+    """A start-up check that meets Kafka in an outage (no broker answers, a request times out,
+    no controller) waits within kafka_outage_tolerance_seconds, so that a driver restarted during
+    a rolling broker restart does not crash-loop; past it, the start fails in one line."""
+    return Tolerance("the checkpoint exists, waiting" if _has_checkpoint(config) else "waiting",
+                     config.kafka_outage_tolerance_seconds, event_kind="kafka_unreachable")
+
+
+def past_tolerance(config: JobConfig) -> Callable[[Verdict, float], BaseException]:
+    def gave_up(judged: Verdict, waited: float) -> BaseException:
+        return GaveUp(f"{judged.message} for {waited:.0f}s at start-up, past kafka_outage_tolerance_seconds "
+                      f"({config.kafka_outage_tolerance_seconds:.0f})")
+    return gave_up
+
+
 def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
     """The brokers answer and the job's topics exist. Unreachable brokers are a configuration error
     for a new checkpoint; a job whose checkpoint exists reached them before, so it is an outage:
-    waited out like one (kafka_outage_tolerance_seconds), so that a driver restarted during a
-    rolling broker restart does not crash-loop."""
-    started = time.monotonic()
-    while True:
-        try:
-            cluster_topics(config.bootstrap_servers, config.kafka, timeout)  # a ConfigError while no broker answers
-            break
-        except ConfigError:
-            waited = time.monotonic() - started
-            if not _has_checkpoint(config):
-                raise
-            if waited > config.kafka_outage_tolerance_seconds:
-                raise GaveUp(f"Kafka unreachable at {config.bootstrap_servers} for {waited:.0f}s at start-up, past "
-                             f"kafka_outage_tolerance_seconds ({config.kafka_outage_tolerance_seconds:.0f})") from None
-            log.warning("Kafka unreachable at %s for %.0fs at start-up (tolerance %.0fs): the checkpoint exists, "
-                        "waiting", config.bootstrap_servers, waited, config.kafka_outage_tolerance_seconds,
-                        extra=event("kafka_unreachable", seconds=round(waited),
-                                    tolerance_seconds=config.kafka_outage_tolerance_seconds))
-            time.sleep(STARTUP_RETRY_SECONDS)
+    waited out like one (startup_tolerance)."""
+    startup_tolerance(config).run(lambda: _check_kafka(config, timeout), past_tolerance(config),
+                                  STARTUP_RETRY_SECONDS)
+
+
+def _check_kafka(config: JobConfig, timeout: float) -> None:
+    try:
+        cluster_topics(config.bootstrap_servers, config.kafka, timeout)  # a ConfigError while no broker answers
+    except ConfigError:
+        if not _has_checkpoint(config):
+            raise
+        raise KafkaNotAnswering(f"Kafka unreachable at {config.bootstrap_servers}") from None
     needs = {"input_topic": permissions.SOURCE, "output_topic": permissions.OUTPUT,
              "dead_letter_topic": permissions.OUTPUT}
     access = permissions.topic_access(config.bootstrap_servers, config.kafka, (getattr(config, o) for o in needs))
@@ -62,9 +79,6 @@ def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
             )
         if missing := found.missing(needed):
             raise permissions.refused(option, config.kafka, name, found, missing)
-
-
-STARTUP_RETRY_SECONDS = 5.0
 
 
 def _has_checkpoint(config: JobConfig) -> bool:
@@ -223,7 +237,12 @@ def check_transactional_ids(config: JobConfig) -> None:
 
 
 def check_sink(config: JobConfig) -> None:
-    """The sink's checks against Kafka and the checkpoint: no Spark needed."""
+    """The sink's checks against Kafka and the checkpoint: no Spark needed. Kafka in an outage
+    is waited out (startup_tolerance): the checks run again once it answers."""
+    startup_tolerance(config).run(lambda: _check_sink(config), past_tolerance(config), STARTUP_RETRY_SECONDS)
+
+
+def _check_sink(config: JobConfig) -> None:
     check_transaction_timeout(config)
     check_transactional_ids(config)
     check_marker_topic(config)

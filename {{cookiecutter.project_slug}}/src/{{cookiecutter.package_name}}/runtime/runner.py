@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import signal
 import threading
 import time
@@ -17,21 +16,13 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from .. import kafka_permissions as permissions
+from .. import failures
 from ..config import JobConfig, RestartStrategyKind
-from ..errors import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable
+from ..failures import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable, Outcome
 from ..job import build_query
 from ..savepoints import Origin
 from ..sink import KafkaSink
-from ..sink.coordinator import (
-    CheckpointBehindOutput,
-    ProducerFenced,
-    Published,
-    SourceOffsetsWentBack,
-    TransactionalIdRefused,
-)
-from ..sink.formats import UnknownFormat
-from ..sink.settings import transactional_ids
+from ..sink.coordinator import Published
 from ..storage import resolve_location
 from . import metrics, preflight
 from .heartbeat import Heartbeat
@@ -204,105 +195,35 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | 
         try:
             if _supervise(query, sink, config, stop, until_idle_batches, outage, stopping, startup):
                 return
-        except KafkaUnreachable as error:
+        except (KafkaUnreachable, StreamingQueryException) as error:
             query.stop()
-            if not _restarts_after_delay(strategy, error, stop):
+            # The sink's own exception when a batch failed in it (foreachBatch runs in this
+            # process), else what Spark reports; either judged by its type.
+            judged = failures.verdict(sink.take_failure() or error)
+            log.debug("the query failed: %s", judged.line, exc_info=error)
+            if judged.outcome is Outcome.STOPPING:
                 return
-        except StreamingQueryException as error:
-            if transactional_ids_refused(error):  # an ACL revoked since the start-up check
-                raise permissions.transactional_ids_refused(
-                    config.kafka, transactional_ids(config.transactional_id_prefix, config.sink_id)) from error
-            if is_fenced(error):
-                raise Fenced(f"stopping: {_first_line(error)}") from error
-            if (broken := invariant_broken(error)) is not None:
-                raise broken from error
-            if (refused := state_layout_refused(error)) is not None:
-                raise refused from error
-            if outage.ride_out(error):
+            if judged.outcome is Outcome.FENCED:
+                raise Fenced(f"stopping: {judged.line}") from None
+            if judged.outcome is Outcome.STOP:
+                raise ConfigError(judged.option or "kafka", judged.message) from None
+            if judged.outcome is Outcome.HALT:
+                raise Halted(f"stopping: {judged.line}") from None
+            if outage.ride_out(judged):
                 continue  # a Kafka outage within the tolerance: not a failure
-            if not _restarts_after_delay(strategy, error, stop):
+            if not _restarts_after_delay(strategy, judged, stop):
                 return
 
 
-# The sink's ProducerFenced reaches the runner as text: the foreachBatch function's Python
-# exception crosses the JVM and comes back inside a StreamingQueryException's message.
-_FENCED = f"{ProducerFenced.__name__}:"
-
-
-# Kafka refuses the sink's transactional ids: in a transaction (the sink's TransactionalIdRefused),
-# or when a producer starts (librdkafka's error, by its code's name).
-_TRANSACTIONAL_IDS_REFUSED = (f"{TransactionalIdRefused.__name__}:", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
-
-
-def transactional_ids_refused(error: Exception) -> bool:
-    return any(sign in str(error) for sign in _TRANSACTIONAL_IDS_REFUSED)
-
-
-def is_fenced(error: Exception) -> bool:
-    return _FENCED in str(error)
-
-
-# What the sink relies on does not hold (coordinator.InvariantBroken, formats.UnknownFormat):
-# nothing of the batch was published and a restart would meet the same, so the job stops for good.
-_CHECKPOINT_REFUSED = (CheckpointBehindOutput.__name__, SourceOffsetsWentBack.__name__)
-
-
-def invariant_broken(error: Exception) -> Exception | None:
-    for line in reversed(str(error).splitlines()):
-        for name in _CHECKPOINT_REFUSED:
-            if f"{name}: " in line:
-                return ConfigError("checkpoint_location", line.split(f"{name}: ", 1)[1].strip())
-        if f"{UnknownFormat.__name__}: " in line:
-            return Halted(f"stopping: {line.split(f'{UnknownFormat.__name__}: ', 1)[1].strip()}")
-    return None
-
-
-# Spark refuses a checkpoint whose state another version of the count wrote (its key or value
-# schema differs, e.g. another grouping of the counts): no restart can help.
-_STATE_LAYOUT_CHANGED = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE")
-
-
-def state_layout_refused(error: Exception) -> ConfigError | None:
-    text = str(error)
-    if not any(code in text for code in _STATE_LAYOUT_CHANGED):
-        return None
-    spark_says = next(line.strip() for line in text.splitlines() if "schema" in line.lower())
-    return ConfigError("checkpoint_location", (
-        f"its state was written by another version of the count ({spark_says[:300]}). Run the version "
-        "that wrote it, or start this one on a new checkpoint_location (its counts start from zero)."))
-
-
-def _first_line(error: Exception) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if _FENCED in line]
-    return (lines[-1] if lines else str(error).strip().splitlines()[0])[:500]
-
-
-def _restarts_after_delay(strategy: RestartStrategy, error: Exception, stop: StopRequested) -> bool:
+def _restarts_after_delay(strategy: RestartStrategy, judged: failures.Verdict, stop: StopRequested) -> bool:
     """A failure for the restart strategy: wait its delay; False when a stop came meanwhile."""
-    delay = _restart_delay(strategy, error)
+    log.error("query failed: %s", judged.line, extra=event("failure", error=judged.line))
+    try:
+        delay = strategy.next_delay(time.monotonic())
+    except GaveUp as gave_up:
+        raise GaveUp(f"giving up: {gave_up}; last failure: {judged.line}") from None
     log.warning("restarting the query in %.1fs", delay, extra=event("restart", delay_seconds=delay))
     return not stop.event.wait(delay)
-
-
-def failure_summary(error: Exception) -> str:
-    """The error's first line, and the exception that caused it: a Python exception raised in
-    foreachBatch comes back as a Java one whose first line only says "Traceback"."""
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    first = lines[0][:300] if lines else type(error).__name__
-    causes = [line for line in lines[1:] if _EXCEPTION_LINE.match(line)]
-    return f"{first} ... {causes[-1][:300]}" if causes else first
-
-
-_EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Fault|Failed|Fenced|Rejected)\b[\w.]*: ")
-
-
-def _restart_delay(strategy: RestartStrategy, error: Exception) -> float:
-    summary = failure_summary(error)
-    log.error("query failed: %s", summary, extra=event("failure", error=summary))
-    try:
-        return strategy.next_delay(time.monotonic())
-    except GaveUp as gave_up:
-        raise GaveUp(f"giving up: {gave_up}; last failure: {summary}") from error
 
 
 def _supervise(query: StreamingQuery, sink: KafkaSink, config: JobConfig, stop: StopRequested,

@@ -44,7 +44,7 @@ from typing import Any
 
 from .. import checkpoint
 from ..config import JobConfig
-from ..errors import ConfigError
+from ..failures import ConfigError
 from ..storage import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
 
 FORMAT_VERSION = 1

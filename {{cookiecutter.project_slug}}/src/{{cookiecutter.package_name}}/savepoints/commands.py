@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import savepoints
 from ..config import JobConfig
-from ..errors import ConfigError
+from ..failures import ConfigError
 from ..runtime import heartbeat
 from ..storage import resolve_location
 from . import effective_config

@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..checkpoint import batch_offsets
+from ..failures import JobFailure, Outcome, kafka_outcome
 from ..runtime import metrics
 from ..runtime.logs import event
 from . import faults
@@ -56,33 +57,63 @@ LOG_ENTRIES_KEPT = 100
 ABORTED_TRANSACTION_RETRIES = 2
 
 
-class ProducerFenced(RuntimeError):
+class ProducerFenced(JobFailure, RuntimeError):
     """Another driver took over this sink's transactional id: this one must stop."""
 
+    outcome = Outcome.FENCED
 
-class TransactionalIdRefused(RuntimeError):
+
+class TransactionalIdRefused(JobFailure, RuntimeError):
     """Kafka refuses the job's principal this sink's transactional id (an ACL): no restart helps."""
 
+    outcome = Outcome.STOP
+    option = "transactional_id_prefix"
 
-class CommitFailed(RuntimeError):
+
+class CommitFailed(JobFailure, RuntimeError):
     """The batch's transaction did not commit; Spark fails the batch and re-runs it."""
 
+    outcome = Outcome.RETRY
 
-class RecordRejected(CommitFailed):
-    """The client refused a record (too large for the producer's limit): a re-run cannot help."""
+    def __init__(self, message: str, outcome: Outcome = Outcome.RETRY) -> None:
+        super().__init__(message)
+        self.outcome = outcome  # type: ignore[misc]  # RIDE_OUT when Kafka's error says it is in the way
 
 
-class InvariantBroken(RuntimeError):
+class KafkaFatal(JobFailure, RuntimeError):
+    """The producer met a fatal error that is not a fence (its code is in the message): the
+    producer is unusable and a restart would meet the same, so the job stops."""
+
+    outcome = Outcome.HALT
+
+
+class RecordRejected(JobFailure, RuntimeError):
+    """The client refused a record (too large for the producer's limit): a re-run would meet the
+    same record, so the job stops, naming the limit to raise."""
+
+    outcome = Outcome.STOP
+    option = "kafka.message.max.bytes"
+
+
+class InvariantBroken(JobFailure, RuntimeError):
     """What the sink relies on does not hold; nothing of the batch was published, and no restart
-    can help: the job stops for good (runner.py), whatever the restart strategy."""
+    can help: the job stops for good, whatever the restart strategy."""
+
+    outcome = Outcome.HALT
 
 
 class CheckpointBehindOutput(InvariantBroken):
     """A shard's marker is past the batch: the checkpoint is older than the sink's output."""
 
+    outcome = Outcome.STOP
+    option = "checkpoint_location"
+
 
 class SourceOffsetsWentBack(InvariantBroken):
     """The batch's source offsets are behind the previous batch's, or a partition disappeared."""
+
+    outcome = Outcome.STOP
+    option = "checkpoint_location"
 
 
 @dataclass(frozen=True)
@@ -248,21 +279,12 @@ def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, b
             break
         except KafkaException as error:
             kafka_error = error.args[0]
-            if kafka_error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:  # fatal too, but no fencing
-                raise TransactionalIdRefused(
-                    f"transactional id {shard.transactional_id}: {kafka_error.str()}") from error
-            if kafka_error.fatal():
-                raise ProducerFenced(
-                    f"transactional id {shard.transactional_id}: {kafka_error.str()}. Another job (or a newer "
-                    "instance of this one) uses the same sink id; this one stops."
-                ) from error
-            if not kafka_error.txn_requires_abort():
-                raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: {kafka_error.str()}") from error
-            shard.producer.abort_transaction(settings.commit_timeout_seconds)
-            if attempt == ABORTED_TRANSACTION_RETRIES:
-                raise CommitFailed(f"batch {batch_id}, shard {shard.shard}: aborted {attempt + 1} times, last: "
-                                   f"{kafka_error.str()}") from error
-            metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
+            if kafka_error.txn_requires_abort() and not kafka_error.fatal():
+                _abort(settings, shard)
+                if attempt < ABORTED_TRANSACTION_RETRIES:  # aborted for a transient reason: again, in place
+                    metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
+                    continue
+            raise failed_transaction(shard, batch_id, kafka_error, attempt) from error
     shard.published, shard.published_offsets = batch_id, source_offsets
     metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
@@ -291,7 +313,7 @@ def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecor
                               source_offsets),
                  [("batch_id", str(batch_id).encode())])
     except RecordRejected:
-        producer.abort_transaction(settings.commit_timeout_seconds)
+        _abort(settings, shard)  # a failed abort must not hide the refusal
         raise
     producer.flush(settings.commit_timeout_seconds)  # on the broker, still invisible to read_committed
     faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
@@ -322,16 +344,48 @@ _TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
 
 
 def _commit(settings: SinkSettings, producer: Producer, budget: float) -> None:
-    """Commit; a commit that timed out is retried (Kafka documents it as retriable), within the
-    budget that the transaction time-out leaves."""
+    """Commit; a commit that timed out is retried (Kafka documents it as retriable), with a
+    growing pause, within the budget that the transaction time-out leaves."""
     deadline = time.monotonic() + budget
+    pause = COMMIT_RETRY_PAUSE_SECONDS
     while True:
         try:
             producer.commit_transaction(max(1.0, deadline - time.monotonic()))
             return
         except KafkaException as error:
-            if error.args[0].retriable() and time.monotonic() < deadline:
-                metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
-                continue
-            raise
+            if not error.args[0].retriable() or time.monotonic() + pause >= deadline:
+                raise
+            metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
+            time.sleep(pause)
+            pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE_SECONDS)
+
+
+COMMIT_RETRY_PAUSE_SECONDS = 0.1
+COMMIT_RETRY_MAX_PAUSE_SECONDS = 2.0
+
+
+def _abort(settings: SinkSettings, shard: CommitShard) -> None:
+    """Abort the shard's open transaction. One that cannot be aborted is left to the next
+    producer's init_transactions (which aborts it) and logged: the caller's error is the cause."""
+    try:
+        shard.producer.abort_transaction(settings.commit_timeout_seconds)
+    except KafkaException as error:
+        log.warning("transactional id %s: the abort failed too (%s); the next start of the producer aborts "
+                    "the transaction", shard.transactional_id, error.args[0].str())
+
+
+def failed_transaction(shard: CommitShard, batch_id: int, error: KafkaError, attempt: int) -> JobFailure:
+    """A shard's transaction that failed, as the sink's own exception: its outcome is the one the
+    error's code maps to (failures.kafka_outcome), its message names the transactional id."""
+    outcome, _ = kafka_outcome(error)
+    where = f"transactional id {shard.transactional_id}: {error.str()} ({error.name()})"
+    if outcome is Outcome.FENCED:
+        return ProducerFenced(f"{where}. Another job (or a newer instance of this one) uses the same sink id; "
+                              "this one stops.")
+    if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return TransactionalIdRefused(f"{where}; grant WRITE on transactional ids with its prefix (README: Kafka ACLs)")
+    if outcome is Outcome.HALT:
+        return KafkaFatal(f"{where}: the producer cannot go on; the job stops")
+    retried = f", aborted {attempt + 1} times" if error.txn_requires_abort() else ""
+    return CommitFailed(f"batch {batch_id}, shard {shard.shard}{retried}: {error.str()} ({error.name()})", outcome)
 

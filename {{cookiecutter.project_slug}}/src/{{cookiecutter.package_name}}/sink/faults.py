@@ -21,6 +21,8 @@ import sys
 import time
 import uuid
 
+from ..failures import JobFailure, Outcome
+
 POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
 MODE_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_MODE"
@@ -52,8 +54,10 @@ def armed_points() -> tuple[str, ...]:
     return points
 
 
-class InjectedFault(RuntimeError):
-    """The exception of FAULT_MODE=raise."""
+class InjectedFault(JobFailure, RuntimeError):
+    """The exception of FAULT_MODE=raise: a failure like any other, retried."""
+
+    outcome = Outcome.RETRY
 
 
 def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> None:

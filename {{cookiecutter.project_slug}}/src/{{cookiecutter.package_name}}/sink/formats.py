@@ -4,9 +4,13 @@ where it met it, instead of guessing: a batch's fate must never be decided from 
 
 from __future__ import annotations
 
+from ..failures import JobFailure, Outcome
 
-class UnknownFormat(ValueError):
-    """A record the sink persisted in a layout this code does not know."""
+
+class UnknownFormat(JobFailure, ValueError):
+    """A record the sink persisted in a layout this code does not know: no restart can read it."""
+
+    outcome = Outcome.HALT
 
     def __init__(self, where: str, found: object, known: int) -> None:
         super().__init__(f"{where}: format version {found!r}, but this job reads version {known}; it was written by "

@@ -31,6 +31,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..failures import JobFailure, Outcome
 from ..runtime import metrics
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
@@ -62,8 +63,10 @@ Encoder = Callable[[DataFrame, int], DataFrame]
 ReadBack = Callable[[SparkSession, list[bytes], int], DataFrame]
 
 
-class StoppingBeforeBatch(Exception):
+class StoppingBeforeBatch(JobFailure):
     """A batch reached the sink after the job began to stop (runner.stop_at_batch_boundary)."""
+
+    outcome = Outcome.STOPPING
 
 
 class KafkaSink:
@@ -85,12 +88,28 @@ class KafkaSink:
         self.forecast = StagingForecast()
         self._result_limit: int | None = None  # spark.driver.maxResultSize in bytes, read at the first batch
         self._published: OrderedDict[int, Published] = OrderedDict()
+        self._failure: BaseException | None = None
+
+    def take_failure(self) -> BaseException | None:
+        """The exception the last batch failed with, as the sink raised it: foreachBatch runs in
+        this process, but Spark hands the runner only a Java exception whose message quotes it.
+        The runner judges this one (failures.verdict), by its type."""
+        failure, self._failure = self._failure, None
+        return failure
 
     def published(self, batch_id: int) -> Published | None:
         """What the exactly-once protocol published for a recent batch, if it ran here."""
         return self._published.get(batch_id)
 
     def __call__(self, output: DataFrame, batch_id: int) -> None:
+        self._failure = None
+        try:
+            self._run_batch(output, batch_id)
+        except BaseException as error:
+            self._failure = error
+            raise
+
+    def _run_batch(self, output: DataFrame, batch_id: int) -> None:
         if self.stopping is not None and self.stopping.is_set():
             # Ends the query with this batch planned, not published: the next start runs it.
             raise StoppingBeforeBatch(f"batch {batch_id} not started: the job is stopping")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
+from ..failures import JobFailure, Outcome
 from ..kafka_client import librdkafka_config
 from ..runtime import metrics
 from ..runtime.logs import event
@@ -71,8 +72,11 @@ def parse_marker(value: bytes, topic: str) -> Marker:
     return Marker(int(marker["batch_id"]), str(marker.get("source_offsets", "")))
 
 
-class MarkerTopicUnfit(ValueError):
+class MarkerTopicUnfit(JobFailure, ValueError):
     """The marker topic exists but cannot keep the markers safely."""
+
+    outcome = Outcome.STOP
+    option = "marker_topic"
 
 
 def ensure_marker_topic(bootstrap_servers: str, topic: str, client: Mapping[str, str] | None = None,
@@ -139,8 +143,11 @@ def _topic_configs(admin: AdminClient, topic: str, timeout: float = 30.0) -> dic
         time.sleep(0.2)
 
 
-class MarkersUndecided(TimeoutError):
-    """An open transaction on the marker topic kept newer markers from being read."""
+class MarkersUndecided(JobFailure, TimeoutError):
+    """An open transaction on the marker topic kept newer markers from being read past the
+    tolerance: a failure for the restart strategy."""
+
+    outcome = Outcome.RETRY
 
 
 @dataclass(frozen=True)

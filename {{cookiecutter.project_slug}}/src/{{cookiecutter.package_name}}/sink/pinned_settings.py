@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pyarrow import fs as pafs
 
 from .. import checkpoint
+from ..failures import JobFailure, Outcome
 from ..storage import exists, filesystem, read_bytes, write_atomic
 from .formats import check_format
 
@@ -30,10 +31,14 @@ class PinnedSettings:
     commit_shards: int
 
 
-class PinnedSettingChanged(ValueError):
+class PinnedSettingChanged(JobFailure, ValueError):
+    """A setting pinned by the checkpoint changed while a batch is in doubt (preflight: a ConfigError)."""
+
+    outcome = Outcome.STOP
+
     def __init__(self, option: str, message: str) -> None:
         super().__init__(message)
-        self.option = option
+        self.option = option  # type: ignore[misc]
 
 
 def in_doubt_batch(location: str) -> int | None:

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from .. import object_store
+from ..failures import JobFailure, Outcome
 from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
 from .formats import UnknownFormat, check_format
 
@@ -34,8 +35,10 @@ PREPARED = Status.PREPARED
 COMMITTED = Status.COMMITTED
 
 
-class InvalidTransition(RuntimeError):
-    """A log entry asked to move other than prepared -> committed."""
+class InvalidTransition(JobFailure, RuntimeError):
+    """A log entry asked to move other than prepared -> committed: a defect, no restart helps."""
+
+    outcome = Outcome.HALT
 
 
 @dataclass
@@ -75,8 +78,11 @@ class LogEntry:
         return cls(**fields)
 
 
-class SinkLogConflict(RuntimeError):
-    """Another driver wrote this batch's log entry between this driver's read and its write."""
+class SinkLogConflict(JobFailure, RuntimeError):
+    """Another driver wrote this batch's log entry between this driver's read and its write. The
+    restart reads the log again; if another driver does run, Kafka's fencing stops one of them."""
+
+    outcome = Outcome.RETRY
 
 
 class SinkLog:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.cli import add_config_options, configuration, run_command
-from {{ cookiecutter.package_name }}.errors import ConfigError, KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import ConfigError, KafkaUnavailable
 from {{ cookiecutter.package_name }}.runtime.logs import report_exit
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
-    from {{ cookiecutter.package_name }}.errors import ConfigError
+    from {{ cookiecutter.package_name }}.failures import ConfigError
     from {{ cookiecutter.package_name }}.kafka_client import cluster_topics
 
     from .sample import Keep, configured_sample, keep_all, produce

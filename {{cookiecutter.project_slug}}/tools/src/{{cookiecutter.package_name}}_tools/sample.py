@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Producer
 
-from {{ cookiecutter.package_name }}.errors import ConfigError
+from {{ cookiecutter.package_name }}.failures import ConfigError
 from {{ cookiecutter.package_name }}.kafka_client import librdkafka_config
 from {{ cookiecutter.package_name }}.pipeline.parsing import SPARK_TYPES as _SPARK_TYPES
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from .cluster import Launcher, LocalKafkaCluster
 from .containers import docker_engine_answers, kafka_container, wait_until_serving

@@ -15,7 +15,7 @@ from typing import Literal
 
 from confluent_kafka.admin import AdminClient
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from ..processes import free_ports
 from .container_node import ContainerNode

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from .containers import DATA_DIR, image_environment, owner_labels, remove_volume, wait_until_serving
 from .process import LocalKafkaBroker, server_properties

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from ..processes import free_ports
 from . import sasl

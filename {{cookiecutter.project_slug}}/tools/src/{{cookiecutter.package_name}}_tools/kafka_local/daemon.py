@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from .cluster import LocalKafkaCluster
 from .process import LocalKafkaBroker

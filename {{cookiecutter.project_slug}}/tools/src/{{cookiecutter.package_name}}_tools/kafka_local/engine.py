@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from .containers import docker_engine_answers
 from .process import cache_root

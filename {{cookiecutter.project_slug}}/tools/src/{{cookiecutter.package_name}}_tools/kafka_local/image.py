@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from .engine import Log, apt_install
 from .process import KAFKA_VERSION, _resource, cache_root, resolve_jars

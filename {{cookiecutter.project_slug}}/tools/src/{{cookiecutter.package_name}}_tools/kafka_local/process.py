@@ -14,7 +14,7 @@ import uuid
 from importlib import resources
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.errors import KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from .. import maven
 from ..processes import free_ports

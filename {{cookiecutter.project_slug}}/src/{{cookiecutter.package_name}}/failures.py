@@ -1,0 +1,290 @@
+"""What a failure does. Every exception the job raises declares here, by its class, what the job
+does when it meets it (`Outcome`); Kafka's errors are mapped by their code in one table, Spark's
+by the Java exception's type or the error condition it carries. The runner acts on the
+`Verdict` alone: no exception name or message is searched for.
+
+One light module: no PySpark, no Kafka client at import (`config` and `status` start fast).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from typing import Any, ClassVar, TypeVar
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    RETRY = "retry"  # the batch failed: the restart strategy restarts the query after its delay
+    RIDE_OUT = "ride out"  # Kafka is in the way for now: waited out within the tolerance, not counted
+    STOP = "stop"  # a setting must change: stop for good naming the option (exit 2)
+    FENCED = "fenced"  # another instance took over the sink: stop for good (exit 1)
+    HALT = "halt"  # no restart can help, no setting names the fix: stop for good (exit 1)
+    STOPPING = "stopping"  # the job was asked to stop: not a failure
+
+
+class JobFailure(Exception):
+    """The base of the job's own exceptions: each class declares its outcome (and, for STOP, the
+    option to fix). `tests/unit/test_failures.py` checks every exception class of the package does."""
+
+    outcome: ClassVar[Outcome]
+    option: ClassVar[str | None] = None
+
+
+class ConfigError(JobFailure, ValueError):
+    """A bad configuration value; the message starts with the option's name."""
+
+    outcome = Outcome.STOP
+
+    def __init__(self, option: str, problem: str) -> None:
+        super().__init__(f"configuration option '{option}': {problem}")
+        self.option = option  # type: ignore[misc]  # the instance names its own option
+
+
+class GaveUp(JobFailure, RuntimeError):
+    """The restart strategy allows no more restarts."""
+
+    outcome = Outcome.HALT
+
+
+class Fenced(GaveUp):
+    """Another job (or a newer instance of this one) took over the sink's transactional ids.
+    Restarting would fence it in turn, and the two would take the sink from each other for as
+    long as both run: this job stops instead, whatever the restart strategy."""
+
+    outcome = Outcome.FENCED
+
+
+class Halted(GaveUp):
+    """The job met something no restart can fix (a record of the sink in a layout this version
+    does not read, a heartbeat it cannot keep): it stops, whatever the restart strategy."""
+
+    outcome = Outcome.HALT
+
+
+HOW_TO_PROVIDE_KAFKA = (
+    "Provide a Kafka in one of these ways: set KAFKA_BOOTSTRAP_SERVERS=host:port to use a "
+    "running cluster; run a Docker engine (testcontainers starts Kafka in it); or install "
+    "Java 17 and Maven (apt-get install openjdk-17-jre-headless maven) so that a local "
+    "broker can be started from Apache Kafka's jars."
+)
+
+
+class KafkaUnavailable(JobFailure, RuntimeError):
+    """No Kafka broker could be provided (tests, demo, `kafka up`); the message says why and how to fix it."""
+
+    outcome = Outcome.STOP
+    option = "KAFKA_BOOTSTRAP_SERVERS"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}\n{HOW_TO_PROVIDE_KAFKA}")
+        self.reason = reason
+
+
+class KafkaUnreachable(JobFailure, RuntimeError):
+    """Kafka did not answer for longer than kafka_outage_tolerance_seconds: a failure for the restart strategy."""
+
+    outcome = Outcome.RETRY
+
+
+class KafkaFailure(JobFailure, RuntimeError):
+    """A Kafka client's error, with the outcome its code maps to (`kafka_outcome`)."""
+
+    outcome = Outcome.RETRY
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do about one failure: its outcome, the option to fix (STOP), and one line that
+    says what happened (the exception's type and the first line of its message)."""
+
+    outcome: Outcome
+    line: str
+    option: str | None = None
+    message: str = ""  # the line without the exception's type (a STOP's line says it after the option)
+
+    def __post_init__(self) -> None:
+        if not self.message:
+            object.__setattr__(self, "message", self.line)
+
+
+def verdict(error: BaseException) -> Verdict:
+    """The outcome of any exception the job meets: its own (declared by class), a Kafka client's
+    (by error code), Spark's (by the Java exception's type and error condition); anything else
+    is a failure the restart strategy retries."""
+    if isinstance(error, JobFailure):
+        return Verdict(error.outcome, _line(error), error.option, _first_line(error))
+    kafka_error = _kafka_error(error)
+    if kafka_error is not None:
+        outcome, option = kafka_outcome(kafka_error)
+        return Verdict(outcome, f"Kafka: {kafka_error.str()} ({kafka_error.name()})", option)
+    # The Java throwable: PySpark's CapturedException keeps it as _origin, py4j's error as java_exception.
+    origin = getattr(error, "_origin", None) or getattr(error, "java_exception", None)
+    if origin is not None:
+        return _spark_verdict(error, origin)
+    return Verdict(Outcome.RETRY, _line(error))
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:500] if text else ""
+
+
+def _line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {_first_line(error)}"
+
+
+def _kafka_error(error: BaseException) -> Any:
+    """The KafkaError a confluent-kafka exception carries (KafkaException, or a future's)."""
+    if "confluent_kafka" not in sys.modules:  # never imported: no Kafka client raised it
+        return None
+    from confluent_kafka import KafkaError, KafkaException
+
+    args = getattr(error, "args", ())
+    if isinstance(error, KafkaException) and args and isinstance(args[0], KafkaError):
+        return args[0]
+    return None
+
+
+@cache
+def _kafka_table() -> dict[int, tuple[Outcome, str | None]]:
+    """librdkafka's error codes and what each does to the job; a code not here is judged by the
+    error's own flags (kafka_outcome)."""
+    from confluent_kafka import KafkaError as E
+
+    fenced = (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E._FENCED)
+    refused = {E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "transactional_id_prefix",
+               E.TOPIC_AUTHORIZATION_FAILED: "kafka", E.CLUSTER_AUTHORIZATION_FAILED: "kafka",
+               E.GROUP_AUTHORIZATION_FAILED: "kafka", E.SASL_AUTHENTICATION_FAILED: "kafka",
+               E._AUTHENTICATION: "kafka", E._SSL: "kafka"}
+    too_large = (E.MSG_SIZE_TOO_LARGE, E.INVALID_MSG_SIZE)
+    outage = (E._TIMED_OUT, E._MSG_TIMED_OUT, E._TIMED_OUT_QUEUE, E._TRANSPORT, E._ALL_BROKERS_DOWN,
+              E._WAIT_COORD, E.REQUEST_TIMED_OUT, E.NETWORK_EXCEPTION, E.LEADER_NOT_AVAILABLE,
+              E.NOT_LEADER_FOR_PARTITION, E.BROKER_NOT_AVAILABLE, E.COORDINATOR_NOT_AVAILABLE,
+              E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_ENOUGH_REPLICAS,
+              E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.NOT_CONTROLLER, E.KAFKA_STORAGE_ERROR,
+              E.CONCURRENT_TRANSACTIONS)
+    table: dict[int, tuple[Outcome, str | None]] = {code: (Outcome.FENCED, None) for code in fenced}
+    table |= {code: (Outcome.STOP, option) for code, option in refused.items()}
+    table |= {code: (Outcome.STOP, "kafka.message.max.bytes") for code in too_large}
+    table |= {code: (Outcome.RIDE_OUT, None) for code in outage}
+    return table
+
+
+def kafka_outcome(error: Any) -> tuple[Outcome, str | None]:
+    """A KafkaError's outcome and option: by code (`_kafka_table`); otherwise a fatal error halts
+    (its code named in the line: not every fatal error is a fence), any other is retried."""
+    known = _kafka_table().get(error.code())
+    if known is not None:
+        return known
+    return (Outcome.HALT, None) if error.fatal() else (Outcome.RETRY, None)
+
+
+# Spark's error conditions that no restart can change: the checkpoint's state was written by
+# another version of the query (its key or value schema differs).
+_STATE_LAYOUT_CHANGED = frozenset({"STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"})
+# The Java Kafka client's exception types (Spark's Kafka source) that say Kafka is in the way for now.
+_KAFKA_RETRIABLE = "org.apache.kafka.common.errors.RetriableException"
+_KAFKA_AUTHORIZATION = "org.apache.kafka.common.errors.AuthorizationException"
+_SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
+
+
+def _spark_verdict(error: BaseException, origin: Any) -> Verdict:
+    """A failure Spark reports (the source's tasks, the state store): judged by the types along
+    the Java exception's chain of causes and by the error conditions they carry."""
+    from py4j.java_gateway import is_instance_of
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    line = _line(error)
+    cause, seen = origin, 0
+    while cause is not None and seen < 20:
+        if is_instance_of(gateway, cause, _SPARK_THROWABLE):
+            condition = cause.getCondition()
+            if condition in _STATE_LAYOUT_CHANGED:
+                return Verdict(Outcome.STOP, f"its state was written by another version of the query "
+                               f"({condition}: {str(cause.getMessage()).strip().splitlines()[0][:300]}). Run the "
+                               "version that wrote it, or start this one on a new checkpoint_location.",
+                               "checkpoint_location")
+        if is_instance_of(gateway, cause, _KAFKA_AUTHORIZATION):
+            return Verdict(Outcome.STOP, f"Kafka refused the source: {cause.getMessage()}", "kafka")
+        if is_instance_of(gateway, cause, _KAFKA_RETRIABLE):
+            return Verdict(Outcome.RIDE_OUT, f"{line} ... Kafka: {cause.getClass().getSimpleName()}: "
+                           f"{str(cause.getMessage())[:300]}")
+        cause, seen = cause.getCause(), seen + 1
+    return Verdict(Outcome.RETRY, line)
+
+
+T = TypeVar("T")
+
+LOG_EVERY_SECONDS = 5.0
+
+
+class Tolerance:
+    """Waits something out for at most `seconds` (a Kafka outage, another producer's open
+    transaction), saying so in one line every LOG_EVERY_SECONDS: the one loop of "wait within a
+    tolerance" the job has. `stop`: set when the job stops; the wait gives up at once."""
+
+    def __init__(self, what: str, seconds: float, stop: threading.Event | None = None,
+                 log_every: float = LOG_EVERY_SECONDS, event_kind: str = "waiting") -> None:
+        self.what = what
+        self.event_kind = event_kind
+        self.seconds = seconds
+        self.stop = stop
+        self.log_every = log_every
+        self.since: float | None = None
+        self._logged = 0.0
+
+    def waited(self) -> float:
+        return 0.0 if self.since is None else time.monotonic() - self.since
+
+    def spent(self) -> bool:
+        return self.waited() > self.seconds
+
+    def reset(self) -> None:
+        self.since = None
+
+    def pause(self, reason: str, seconds: float, **fields: object) -> bool:
+        """Start (or go on) waiting: log the reason when due, sleep `seconds`. False when the
+        tolerance is spent or a stop came: give up."""
+        now = time.monotonic()
+        self.since = self.since if self.since is not None else now
+        waited = now - self.since
+        if waited > self.seconds:
+            return False
+        if now - self._logged >= self.log_every:
+            self._logged = now
+            log.warning("%s for %.0fs (tolerance %.0fs): %s", reason, waited, self.seconds, self.what,
+                        extra={"event": {"event": self.event_kind, "reason": reason, "seconds": round(waited),
+                                         "tolerance_seconds": self.seconds, **fields}})
+        if self.stop is not None:
+            return not self.stop.wait(seconds)
+        time.sleep(seconds)
+        return True
+
+    def run(self, attempt: Callable[[], T], past: Callable[[Verdict, float], BaseException],
+            retry_pause: float = 2.0) -> T:
+        """`attempt()` until it returns; a failure that rides out (its verdict) is tried again
+        within the tolerance; past it, `past(verdict, seconds waited)` is raised instead (one line,
+        no traceback); any other failure is raised as it is."""
+        while True:
+            try:
+                result = attempt()
+            except Exception as error:
+                judged = verdict(error)
+                if judged.outcome is not Outcome.RIDE_OUT:
+                    raise
+                if not self.pause(judged.message, retry_pause):
+                    raise past(judged, self.waited()) from None
+                continue
+            if self.since is not None:
+                log.warning("%s: done after %.0fs of waiting", self.what, self.waited())
+            self.reset()
+            return result

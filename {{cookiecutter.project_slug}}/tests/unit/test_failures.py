@@ -1,0 +1,135 @@
+"""The failure model (failures.py): every exception class of the job declares what the job does
+when it meets it, Kafka's errors are judged by their code, and the sink hands the runner the
+exception itself, never text to search."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+import {{ cookiecutter.package_name }}
+from {{ cookiecutter.package_name }} import failures
+from {{ cookiecutter.package_name }}.failures import ConfigError, JobFailure, Outcome, Tolerance, verdict
+from {{ cookiecutter.package_name }}.sink import coordinator
+
+
+def _exception_classes() -> list[type[BaseException]]:
+    found = []
+    package = {{ cookiecutter.package_name }}
+    for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+        if module.name.endswith("__main__"):
+            continue
+        for _, cls in inspect.getmembers(importlib.import_module(module.name), inspect.isclass):
+            if issubclass(cls, BaseException) and cls.__module__ == module.name and cls is not JobFailure:
+                found.append(cls)
+    return found
+
+
+def test_every_exception_class_of_the_job_declares_its_outcome():
+    classes = _exception_classes()
+    assert len(classes) > 15, classes  # the walk found the package's exceptions
+    undeclared = [f"{cls.__module__}.{cls.__name__}" for cls in classes
+                  if not issubclass(cls, JobFailure) or not isinstance(getattr(cls, "outcome", None), Outcome)]
+    assert not undeclared, f"exceptions without a declared outcome (failures.JobFailure): {undeclared}"
+    # A stop for good names the option to fix (ConfigError names its own, per instance).
+    nameless = [cls.__name__ for cls in classes if cls.outcome is Outcome.STOP and not cls.option
+                and not issubclass(cls, ConfigError) and "option" not in inspect.signature(cls.__init__).parameters]
+    assert not nameless, f"STOP outcomes that name no option: {nameless}"
+
+
+@pytest.mark.parametrize(("code", "fatal", "outcome", "option"), [
+    (KafkaError.PRODUCER_FENCED, True, Outcome.FENCED, None),
+    (KafkaError._FENCED, True, Outcome.FENCED, None),
+    (KafkaError.INVALID_PRODUCER_EPOCH, True, Outcome.FENCED, None),
+    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, Outcome.STOP, "transactional_id_prefix"),
+    (KafkaError.TOPIC_AUTHORIZATION_FAILED, False, Outcome.STOP, "kafka"),
+    (KafkaError.MSG_SIZE_TOO_LARGE, False, Outcome.STOP, "kafka.message.max.bytes"),
+    (KafkaError._TIMED_OUT, False, Outcome.RIDE_OUT, None),  # "Timed out waiting for controller"
+    (KafkaError.COORDINATOR_NOT_AVAILABLE, False, Outcome.RIDE_OUT, None),
+    (KafkaError.NOT_ENOUGH_REPLICAS, False, Outcome.RIDE_OUT, None),
+    (KafkaError.INVALID_TXN_STATE, True, Outcome.HALT, None),  # fatal, but no fence: its own outcome
+    (KafkaError.UNKNOWN, False, Outcome.RETRY, None),
+])
+def test_kafka_errors_are_judged_by_their_code(code, fatal, outcome, option):
+    judged = verdict(KafkaException(KafkaError(code, "from the broker", fatal=fatal)))
+    assert (judged.outcome, judged.option) == (outcome, option), judged
+    assert KafkaError(code).name() in judged.line
+
+
+class _Shard:
+    shard, transactional_id = 0, "job-sink-0"
+
+
+@pytest.mark.parametrize(("code", "fatal", "raised", "outcome"), [
+    (KafkaError._FENCED, True, coordinator.ProducerFenced, Outcome.FENCED),
+    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, coordinator.TransactionalIdRefused, Outcome.STOP),
+    (KafkaError.INVALID_TXN_STATE, True, coordinator.KafkaFatal, Outcome.HALT),
+    (KafkaError._TIMED_OUT, False, coordinator.CommitFailed, Outcome.RIDE_OUT),
+    (KafkaError.UNKNOWN, False, coordinator.CommitFailed, Outcome.RETRY),
+])
+def test_a_failed_transaction_becomes_the_sinks_own_exception_with_the_codes_outcome(code, fatal, raised, outcome):
+    failure = coordinator.failed_transaction(_Shard(), 7, KafkaError(code, "x", fatal=fatal), attempt=0)
+    assert type(failure) is raised and verdict(failure).outcome is outcome, verdict(failure)
+    assert "job-sink-0" in str(failure) or "batch 7" in str(failure)
+
+
+def test_a_refused_record_stops_naming_the_limit_instead_of_being_retried():
+    judged = verdict(coordinator.RecordRejected("a record for 'counts' was refused"))
+    assert (judged.outcome, judged.option) == (Outcome.STOP, "kafka.message.max.bytes")
+
+
+def test_the_checkpoint_behind_the_output_stops_naming_checkpoint_location():
+    judged = verdict(coordinator.CheckpointBehindOutput("batch 3 is planned by ..."))
+    assert (judged.outcome, judged.option, judged.message) == (Outcome.STOP, "checkpoint_location",
+                                                               "batch 3 is planned by ...")
+
+
+def test_anything_else_is_a_failure_for_the_restart_strategy():
+    judged = verdict(ZeroDivisionError("division by zero"))
+    assert judged.outcome is Outcome.RETRY and judged.line == "ZeroDivisionError: division by zero"
+
+
+def test_the_sink_hands_over_the_exception_its_batch_failed_with():
+    from {{ cookiecutter.package_name }}.sink import KafkaSink
+    from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
+
+    fenced = coordinator.ProducerFenced("transactional id job-sink-0: fenced")
+
+    def encode(output, batch_id):
+        raise fenced
+
+    sink = KafkaSink(SinkSettings.__new__(SinkSettings), "exactly-once", encode)
+    with pytest.raises(coordinator.ProducerFenced):
+        sink(None, 3)  # type: ignore[arg-type]
+    assert sink.take_failure() is fenced and sink.take_failure() is None
+
+
+def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(failures.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(failures.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    attempts = []
+
+    def timed_out() -> None:
+        attempts.append(clock[0])
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for controller"))
+
+    with pytest.raises(failures.GaveUp, match=r"Timed out waiting for controller \(_TIMED_OUT\) after 12s"):
+        Tolerance("waiting", 10).run(timed_out, lambda judged, waited: failures.GaveUp(
+            f"{judged.message} after {waited:.0f}s"), retry_pause=2.0)
+    assert attempts == [0, 2, 4, 6, 8, 10, 12]
+
+    answers = iter([KafkaException(KafkaError(KafkaError._TRANSPORT, "down")), None])
+
+    def comes_back() -> str:
+        if (error := next(answers)) is not None:
+            raise error
+        return "answered"
+
+    assert Tolerance("waiting", 10).run(comes_back, lambda *_: AssertionError("not past")) == "answered"
+    with pytest.raises(ZeroDivisionError):  # not an outage: raised at once
+        Tolerance("waiting", 10).run(lambda: 1 / 0, lambda *_: AssertionError("not waited"))
