@@ -22,7 +22,6 @@ from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_a
 from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms, transactional_ids
 from ..sink.sink_log import SinkLog
 from ..storage import resolve_location
-from .logs import event
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +147,7 @@ def check_pinned_sink_settings(config: JobConfig) -> None:
     try:
         changed = check_and_pin(resolve_location(config.checkpoint_location), current)
     except PinnedSettingChanged as error:
-        raise ConfigError(error.option, str(error)) from None
+        raise ConfigError(str(error.option), str(error)) from None
     if changed:
         log.warning("sink settings changed since the last run (%s); no batch was in doubt", ", ".join(changed))
 
