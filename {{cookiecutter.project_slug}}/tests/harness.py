@@ -189,6 +189,31 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str, interval: 
         time.sleep(interval)
 
 
+# What a stop in one line must not have above it: a Python traceback, a Java stack, py4j's lines.
+_TRACEBACK_LINE = ("Traceback", "\tat ", "Caused by: ", '  File "')
+
+
+def traceback_lines(output: str) -> list[str]:
+    """The lines of a traceback or a stack trace in a job's output; in a JSON log, also the
+    objects that carry one (an `exception` field: Spark's layout and the job's alike)."""
+    def carries_one(line: str) -> bool:
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                return "exception" in json.loads(line) or "py4j" in line.lower()
+        return line.startswith(_TRACEBACK_LINE) or "py4j" in line.lower()
+
+    return [line for line in output.splitlines() if carries_one(line)]
+
+
+def assert_stops_in_one_line(output: str, expected: str) -> None:
+    """The job's own stop (fenced, refused, given up): its last line starts with `expected`, and
+    no traceback or stack trace is above it (those are in the debug log, LOG_LEVEL=DEBUG)."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith(expected), lines[-20:]
+    found = traceback_lines(output)
+    assert not found, f"{len(found)} lines of tracebacks, e.g. {found[:5]}"
+
+
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02
                    ) -> SampleInput:
     """Events of the configured schema, keys on both sides of the configured filter."""

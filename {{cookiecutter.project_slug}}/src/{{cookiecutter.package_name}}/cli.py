@@ -14,7 +14,7 @@ from pathlib import Path
 from . import __version__, object_store
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
 from .failures import ConfigError, GaveUp, KafkaUnavailable
-from .runtime.logs import report_exit
+from .runtime.logs import quiet_libraries, report_exit
 
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
 
@@ -196,7 +196,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     """Run the parsed command; the errors a user can fix end it in one line with exit status 2,
     the restart strategy's verdict with 1. The job's CLI and its tools' share it."""
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    quiet_libraries()  # py4j's traceback of a failed batch at DEBUG: the job says it in one line
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -18,7 +18,14 @@ from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
 from {{ cookiecutter.package_name }}_tools.sample import produce
 
-from harness import PUBLISHED_BEFORE_THE_CRASH, crash_at_each_point, merged, produce_sample, wait_until
+from harness import (
+    PUBLISHED_BEFORE_THE_CRASH,
+    assert_stops_in_one_line,
+    crash_at_each_point,
+    merged,
+    produce_sample,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +166,8 @@ def test_published_output_reads_back_through_read_committed_only(job):
 
 def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job, tmp_path):
     """A newer instance on the same sink id fences the running job: the fenced one must stop
-    (exit 1, no restart by its restart strategy, which would fence the newer one in turn), and
+    (exit 1, no restart by its restart strategy, which would fence the newer one in turn; its
+    last line says so, with no traceback or stack trace above it), and
     the newer one, on the same checkpoint, finishes the input with nothing lost or doubled."""
     import threading
 
@@ -181,6 +189,7 @@ def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job
     old = outcome["old"]
     assert old.returncode == 1, f"the fenced job did not stop with status 1:\n{old.stdout[-3000:]}"
     assert "ProducerFenced" in old.stdout and "restarting the query" not in old.stdout, old.stdout[-3000:]
+    assert_stops_in_one_line(old.stdout, "error: stopping: ")  # no traceback above it: Spark's and py4j's at debug
 
     newer = job.run(max_offsets_per_trigger="500")
     assert newer.returncode == 0, newer.stdout[-3000:]

@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}_tools.processes import free_port, start_job
 from {{ cookiecutter.package_name }}_tools.readback import Published, read_topic
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import CONFIG, EXACTLY_ONCE, fetch, merged, produce_sample, stop, wait_until
+from harness import CONFIG, EXACTLY_ONCE, fetch, merged, produce_sample, stop, traceback_lines, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -133,7 +133,8 @@ def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
 def test_json_logs_have_an_object_per_batch_and_per_failure_and_restart(job):
     """log_format = "json": the job's lines and Spark's are JSON objects; a batch's object has its
     figures, matching what the independent reader finds; each failure, the restart and the exit
-    have theirs (batch 1 fails on every attempt; one restart is allowed)."""
+    have theirs, and no object a stack trace (batch 1 fails on every attempt; one restart is
+    allowed; the exit is the last line)."""
     job.guarantee = EXACTLY_ONCE
     produce_sample(job, count=2000, seed=41, partitions=4)
     result = job.run(fault=faults.BATCH_COMPUTED, fault_batch=1, extra_env={faults.MODE_VARIABLE: "raise"},
@@ -150,6 +151,10 @@ def test_json_logs_have_an_object_per_batch_and_per_failure_and_restart(job):
     assert [e["delay_seconds"] for e in events if e["event"] == "restart"] == [0.0]
     (exit_event,) = [e for e in events if e["event"] == "exit"]
     assert exit_event["msg"].startswith("giving up: 2 failures; restart_attempts is 1")
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("{") and json.loads(last) == exit_event, result.stdout[-3000:]
+    found = traceback_lines(result.stdout)  # each failure in its one object; the stacks at debug only
+    assert not found, f"{len(found)} lines with a traceback, e.g. {found[:3]}"
 
     (batch,) = [e for e in events if e["event"] == "batch"]  # batch 0; batch 1 never completes
     assert batch["batch_id"] == 0 and batch["input_rows"] == 1000

@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.sink.marker import ensure_marker_topic
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
 
-from harness import EXACTLY_ONCE, merged, produce_sample, stop, wait_until
+from harness import EXACTLY_ONCE, assert_stops_in_one_line, merged, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +102,7 @@ def test_an_older_checkpoint_copy_is_refused_even_behind_a_foreign_transaction_a
     refused = log_path.read_text()
     assert "'checkpoint_location'" in refused and "older than the output" in refused, refused[-3000:]
     assert "restarting the query" not in refused, refused[-3000:]
+    assert_stops_in_one_line(refused, "error: configuration option 'checkpoint_location': ")
     assert len(read_topic(job.bootstrap_servers, job.output_topic)) == before, "the refused run published"
 
     shutil.rmtree(job.checkpoint)

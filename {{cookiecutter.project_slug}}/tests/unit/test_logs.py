@@ -7,7 +7,7 @@ import json
 import logging
 
 from {{ cookiecutter.package_name }}.config import load_config
-from {{ cookiecutter.package_name }}.runtime.logs import JsonFormatter, TextFormatter, event, secret_values
+from {{ cookiecutter.package_name }}.runtime.logs import JsonFormatter, TextFormatter, event, quiet_libraries, secret_values
 from {{ cookiecutter.package_name }}.runtime.runner import batch_event, lag_per_partition
 from {{ cookiecutter.package_name }}.sink.coordinator import Published
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, LogEntry
@@ -31,6 +31,31 @@ def test_a_json_line_holds_the_event_and_no_secret():
     assert entry["msg"] == "login with *** as visible-client" and entry["error"] == "auth *** refused"
     assert entry["ts"].endswith("Z")
     assert "s3cr3t" not in TextFormatter(secrets, "%(message)s").format(record("pw s3cr3t-pw"))
+
+
+def test_py4js_traceback_of_a_failed_batch_is_a_debug_line(caplog):
+    """py4j logs the exception of a Python function the JVM called (the sink's foreachBatch) at
+    ERROR with its traceback; the job says it in one line, so it is a DEBUG line, shown only at
+    LOG_LEVEL=DEBUG. py4j's other warnings stay as they are."""
+    quiet_libraries()
+    py4j = logging.getLogger("py4j.clientserver")
+
+    def a_batch_fails() -> None:
+        try:
+            raise RuntimeError("batch 3 failed")
+        except RuntimeError:
+            py4j.exception("There was an exception while executing the Python Proxy on the Python Side.")
+        py4j.warning("something else")
+
+    caplog.set_level(logging.INFO)
+    a_batch_fails()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [("WARNING", "something else")]
+    caplog.clear()
+    caplog.set_level(logging.DEBUG)
+    a_batch_fails()
+    debug, warning = caplog.records
+    assert debug.levelname == "DEBUG" and debug.levelno == logging.DEBUG and warning.levelname == "WARNING"
+    assert "RuntimeError: batch 3 failed" in TextFormatter([], "%(levelname)s %(message)s").format(debug)
 
 
 def test_every_password_a_tls_or_sasl_client_takes_is_a_secret():

@@ -56,6 +56,34 @@ class JsonFormatter(_Redacting):
         return self.redact(json.dumps(entry, default=str))
 
 
+# py4j logs an exception raised in a Python function the JVM calls (the sink's foreachBatch
+# function) at ERROR, with its traceback, before handing it back to the JVM: the query ends with
+# it and the runner says so in one line (a restart's "query failed: ...", or the stop's `error:
+# ...`); Spark's own line for it is at DEBUG too (conf/log4j2.properties).
+PY4J_CALLBACK_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
+PY4J_CALLBACK_ERROR = "There was an exception while executing the Python Proxy"
+
+
+class CallbackErrorsAtDebug(logging.Filter):
+    """py4j's record of a callback's exception, at DEBUG: with its traceback when the job's log
+    level is DEBUG (LOG_LEVEL=DEBUG), else dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith(PY4J_CALLBACK_ERROR):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def quiet_libraries() -> None:
+    """py4j at WARNING, and its callbacks' exceptions at DEBUG (CallbackErrorsAtDebug)."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    for name in PY4J_CALLBACK_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, CallbackErrorsAtDebug) for f in logger.filters):
+            logger.addFilter(CallbackErrorsAtDebug())
+
+
 def secret_values(config: JobConfig) -> list[str]:
     return [value for table in (config.kafka, config.s3, config.spark) for name, value in table.items()
             if is_secret(name)]

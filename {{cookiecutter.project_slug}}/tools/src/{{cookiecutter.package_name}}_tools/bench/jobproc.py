@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from {{ cookiecutter.package_name }}.config import load_config
     from {{ cookiecutter.package_name }}.job import spark_session
+    from {{ cookiecutter.package_name }}.runtime.logs import quiet_libraries
     from {{ cookiecutter.package_name }}.runtime.preflight import check_before_spark, sink_checks_meanwhile
     from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, run
     from {{ cookiecutter.package_name }}.runtime.startup import StartupTimes
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     from .spark_kafka import serve
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    quiet_libraries()  # as cli.run_command: py4j at WARNING, its traceback of a failed batch at DEBUG
     startup = StartupTimes()  # the steps cli._run times, in its order
     config = load_config(None, dict(item.split("=", 1) for item in args.set))
     check_before_spark(config)
