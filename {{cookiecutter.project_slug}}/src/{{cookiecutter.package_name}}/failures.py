@@ -233,9 +233,10 @@ class Tolerance:
     tolerance" the job has. `stop`: set when the job stops; the wait gives up at once."""
 
     def __init__(self, what: str, seconds: float, stop: threading.Event | None = None,
-                 log_every: float = LOG_EVERY_SECONDS, event_kind: str = "waiting") -> None:
+                 log_every: float = LOG_EVERY_SECONDS, event_kind: str = "waiting", quiet_for: float = 0.0) -> None:
         self.what = what
         self.event_kind = event_kind
+        self.quiet_for = quiet_for  # nothing is said before this many seconds (a wait about to end)
         self.seconds = seconds
         self.stop = stop
         self.log_every = log_every
@@ -251,19 +252,23 @@ class Tolerance:
     def reset(self) -> None:
         self.since = None
 
-    def pause(self, reason: str, seconds: float, **fields: object) -> bool:
-        """Start (or go on) waiting: log the reason when due, sleep `seconds`. False when the
-        tolerance is spent or a stop came: give up."""
+    def pause(self, reason: str | Callable[[float], None], seconds: float, **fields: object) -> bool:
+        """Start (or go on) waiting: say so when due, sleep `seconds`. False when the tolerance is
+        spent or a stop came: give up. `reason`: what is waited out, for the standard line; or a
+        function given the seconds waited that logs a line of its own (called only when due)."""
         now = time.monotonic()
         self.since = self.since if self.since is not None else now
         waited = now - self.since
         if waited > self.seconds:
             return False
-        if now - self._logged >= self.log_every:
+        if now - self._logged >= self.log_every and waited >= self.quiet_for:
             self._logged = now
-            log.warning("%s for %.0fs (tolerance %.0fs): %s", reason, waited, self.seconds, self.what,
-                        extra={"event": {"event": self.event_kind, "reason": reason, "seconds": round(waited),
-                                         "tolerance_seconds": self.seconds, **fields}})
+            if callable(reason):
+                reason(waited)
+            else:
+                log.warning("%s for %.0fs (tolerance %.0fs): %s", reason, waited, self.seconds, self.what,
+                            extra={"event": {"event": self.event_kind, "reason": reason, "seconds": round(waited),
+                                             "tolerance_seconds": self.seconds, **fields}})
         if self.stop is not None:
             return not self.stop.wait(seconds)
         time.sleep(seconds)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from ..failures import JobFailure, Outcome
+from ..failures import JobFailure, Outcome, Tolerance
 from ..kafka_client import librdkafka_config
 from ..runtime import metrics
 from ..runtime.logs import event
@@ -265,16 +265,16 @@ def _wait_out_foreign_transaction(consumer: Consumer, snapshot: Consumer, partit
                                   wait: ForeignTransactionWait) -> int:
     """The LSO once it reached `target`, or the last one seen when the tolerance is spent. Past
     the first few seconds (a transaction about to end), a line every few seconds says who holds it."""
-    started = time.monotonic()
-    next_line = wait.log_every_seconds
+    patience = Tolerance("waiting for it to end", wait.tolerance_seconds, wait.stopping,
+                         log_every=wait.log_every_seconds, quiet_for=wait.log_every_seconds)
     gauge = metrics.MARKER_WAIT.labels(wait.sink_id)
     try:
         while True:
             _low, stable = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
-            waited = time.monotonic() - started
-            if stable >= target or waited > wait.tolerance_seconds:
+            if stable >= target:
                 return stable
-            if waited >= next_line:
+
+            def say(waited: float, stable: int = stable) -> None:
                 gauge.set(waited)
                 holder = _holder(snapshot, partition, stable)
                 log.warning("batch markers in %r: the batch has waited %.0fs for a transaction of another producer, "
@@ -282,11 +282,12 @@ def _wait_out_foreign_transaction(consumer: Consumer, snapshot: Consumer, partit
                             partition.topic, waited, stable, holder, wait.tolerance_seconds,
                             extra=event("marker_topic_blocked", seconds=round(waited), offset=stable, holder=holder,
                                         tolerance_seconds=wait.tolerance_seconds))
-                next_line = waited + wait.log_every_seconds
-            if wait.stopping is not None and wait.stopping.is_set():
-                raise MarkersUndecided(f"batch markers in {partition.topic!r}: the job is stopping while another "
-                                       "producer's transaction holds the marker topic; nothing was published")
-            time.sleep(0.2)
+
+            if not patience.pause(say, 0.2):
+                if wait.stopping is not None and wait.stopping.is_set():
+                    raise MarkersUndecided(f"batch markers in {partition.topic!r}: the job is stopping while another "
+                                           "producer's transaction holds the marker topic; nothing was published")
+                return stable
     finally:
         gauge.set(0)
 

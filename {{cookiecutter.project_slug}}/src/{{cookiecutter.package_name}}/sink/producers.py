@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from ..kafka_client import librdkafka_config, quiet_client_logs
 from .marker import NO_BATCH, ForeignTransactionWait, ensure_marker_topic, read_marker_values
@@ -89,7 +90,10 @@ class ProducerPool:
         driver restart): the next batch starts new ones, which read the markers again."""
         stale, self._shards = self._shards, {}
         for shard in stale.values():
-            shard.producer.flush(0)
+            # A fenced or failed producer may raise its error again here: it must not replace
+            # the error the batch failed with, which the runner judges.
+            with contextlib.suppress(KafkaException):
+                shard.producer.flush(0)
 
 
 def fence(settings: SinkSettings) -> None:
