@@ -100,6 +100,15 @@ class KafkaFailure(JobFailure, RuntimeError):
     outcome = Outcome.RETRY
 
 
+class Source(StrEnum):
+    """Who raised the failure."""
+
+    JOB = "job"  # one of the job's own exceptions
+    KAFKA = "kafka"  # a Kafka client (confluent-kafka)
+    SPARK = "spark"  # Spark, with a Java exception behind it
+    OTHER = "other"  # anything else: most likely a defect
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What to do about one failure: its outcome, the option to fix (STOP), and one line that
@@ -109,6 +118,7 @@ class Verdict:
     line: str
     option: str | None = None
     message: str = ""  # the line without the exception's type (a STOP's line says it after the option)
+    source: Source = Source.OTHER
 
     def __post_init__(self) -> None:
         if not self.message:
@@ -120,11 +130,12 @@ def verdict(error: BaseException) -> Verdict:
     (by error code), Spark's (by the Java exception's type and error condition); anything else
     is a failure the restart strategy retries."""
     if isinstance(error, JobFailure):
-        return Verdict(error.outcome, _line(error), error.option, _first_line(error))
+        return Verdict(error.outcome, _line(error), error.option, _first_line(error), Source.JOB)
     kafka_error = _kafka_error(error)
     if kafka_error is not None:
         outcome, option = kafka_outcome(kafka_error)
-        return Verdict(outcome, f"Kafka: {kafka_error.str()} ({kafka_error.name()})", option)
+        return Verdict(outcome, f"Kafka: {kafka_error.str()} ({kafka_error.name()})", option,
+                       source=Source.KAFKA)
     # The Java throwable: PySpark's CapturedException keeps it as _origin, py4j's error as java_exception.
     origin = getattr(error, "_origin", None) or getattr(error, "java_exception", None)
     if origin is not None:
@@ -212,14 +223,15 @@ def _spark_verdict(error: BaseException, origin: Any) -> Verdict:
                 return Verdict(Outcome.STOP, f"its state was written by another version of the query "
                                f"({condition}: {str(cause.getMessage()).strip().splitlines()[0][:300]}). Run the "
                                "version that wrote it, or start this one on a new checkpoint_location.",
-                               "checkpoint_location")
+                               "checkpoint_location", source=Source.SPARK)
         if is_instance_of(gateway, cause, _KAFKA_AUTHORIZATION):
-            return Verdict(Outcome.STOP, f"Kafka refused the source: {cause.getMessage()}", "kafka")
+            return Verdict(Outcome.STOP, f"Kafka refused the source: {cause.getMessage()}", "kafka",
+                           source=Source.SPARK)
         if is_instance_of(gateway, cause, _KAFKA_RETRIABLE):
             return Verdict(Outcome.RIDE_OUT, f"{line} ... Kafka: {cause.getClass().getSimpleName()}: "
-                           f"{str(cause.getMessage())[:300]}")
+                           f"{str(cause.getMessage())[:300]}", source=Source.SPARK)
         cause, seen = cause.getCause(), seen + 1
-    return Verdict(Outcome.RETRY, line)
+    return Verdict(Outcome.RETRY, line, source=Source.SPARK)
 
 
 T = TypeVar("T")
