@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from . import __version__, object_store
-from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked
+from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked, secret_values
 from .failures import ConfigError, GaveUp, JobFailure, KafkaUnavailable, Outcome, Source, verdict
 from .runtime.logs import quiet_libraries, report_exit
 
@@ -47,7 +47,7 @@ def reach_storage(config: JobConfig, location: str | None = None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .job import spark_session
+    from .job import build_query, spark_session
     from .runtime import logs, metrics
     from .runtime.preflight import check_before_spark, sink_checks_meanwhile
     from .runtime.runner import StopRequested, run
@@ -57,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
 
     startup = StartupTimes()
     config = configuration(args)
-    logs.configure(config)
+    logs.configure(config.log_format, secret_values(config))
     check_before_spark(config)  # a wrong broker, topic or bucket fails in seconds
     restore = commands.restore_plan(config, args.from_savepoint)
     if config.metrics_port:
@@ -76,8 +76,8 @@ def _run(args: argparse.Namespace) -> int:
             startup.step("restore")
             origin = read_origin(config)
             sink_checks = sink_checks_meanwhile(apply_origin(config, origin))
-        run(spark, apply_origin(config, origin), stop, until_idle_batches=args.until_idle, origin=origin,
-            startup=startup, sink_checks=sink_checks)
+        run(spark, apply_origin(config, origin), build_query, stop, until_idle_batches=args.until_idle,
+            origin=origin, startup=startup, sink_checks=sink_checks)
     finally:
         stop_session(spark)  # and, once per host, lets the JVM write its class archive
     return 0
@@ -107,6 +107,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _savepoint(args: argparse.Namespace) -> int:
+    from .job import spark_session
     from .savepoints import commands
 
     if args.action == "create":
@@ -115,7 +116,7 @@ def _savepoint(args: argparse.Namespace) -> int:
         config = configuration(args)
         reach_storage(config)
         reach_storage(config, args.to)
-        return commands.create(config, args.to, args.timeout)
+        return commands.create(config, args.to, args.timeout, spark_session)
     if not args.path:
         raise ConfigError("path", "savepoint inspect needs the savepoint's PATH")
     reach_storage(configuration(args), args.path)
@@ -123,11 +124,12 @@ def _savepoint(args: argparse.Namespace) -> int:
 
 
 def _state(args: argparse.Namespace) -> int:
+    from .job import spark_session
     from .savepoints import commands
 
     config = configuration(args)
     reach_storage(config)
-    return commands.show_state(config, args.json, args.limit)
+    return commands.show_state(config, args.json, args.limit, spark_session)
 
 
 def _topics(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -21,8 +22,6 @@ from .identifiers import (
     topic_problem,
     transactional_id_prefix_problem,
 )
-from .kafka_client import java_client_options
-from .object_store import S3_SETTINGS
 
 DEFAULT_CONFIG_PATH = Path("job.toml")
 ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
@@ -34,6 +33,8 @@ RESTART_STRATEGIES: tuple[str, ...] = get_args(RestartStrategyKind)
 FIELD_TYPES = ("string", "int", "float", "bool")
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
+# The [s3] table's settings (object_store.py); secret_access_key may be `${VAR}`, and is masked.
+S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class JobConfig:
     # Kafka client settings for every client the job and its tools make (security.protocol, sasl.*,
     # ssl.*, client.id ...), in librdkafka's names; `${VAR}` takes a value from the environment.
     kafka: dict[str, str] = field(default_factory=dict)
-    # Where a checkpoint on s3:// or s3a:// lives (object_store.S3_SETTINGS: endpoint, region,
+    # Where a checkpoint on s3:// or s3a:// lives (S3_SETTINGS: endpoint, region,
     # access_key_id, secret_access_key, path_style_access), for Spark, the sink and start-up checks.
     s3: dict[str, str] = field(default_factory=dict)
     # Spark settings for the job's session (spark.* names), e.g. spark.driver.maxResultSize or
@@ -206,6 +207,12 @@ def is_secret(name: str) -> bool:
     return any(word in name.lower() for word in _SECRET_WORDS)
 
 
+def secret_values(config: JobConfig) -> list[str]:
+    """The values of the secret client settings, which the logs mask (logs.configure)."""
+    return [value for table in (config.kafka, config.s3, config.spark) for name, value in table.items()
+            if is_secret(name)]
+
+
 def masked(config: JobConfig) -> dict[str, Any]:
     """The configuration as printable data: secrets of the client settings replaced by ***."""
     data = dataclasses.asdict(config)
@@ -311,6 +318,39 @@ def _check_client_settings(config: JobConfig) -> None:
         java_client_options(config.kafka)
     except ValueError as error:
         raise ConfigError("kafka.sasl.mechanism", str(error)) from None
+
+
+# The [kafka] table for Spark's Kafka source (the Java client), which validation builds once too.
+# librdkafka settings the Java client spells differently or does not have.
+_SASL_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_LIBRDKAFKA_ONLY = {"sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location"}
+
+
+def java_client_options(settings: Mapping[str, str]) -> dict[str, str]:
+    """The same settings as options of Spark's Kafka source: `kafka.`-prefixed, with librdkafka's
+    SASL user and password turned into the Java client's JAAS line and a CA file into a PEM trust store."""
+    java = {name: value for name, value in settings.items() if name not in _LIBRDKAFKA_ONLY}
+    mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms")
+    if mechanism:
+        java["sasl.mechanism"] = mechanism
+    if "sasl.username" in settings and "sasl.jaas.config" not in settings:
+        module = _SASL_LOGIN_MODULES.get((mechanism or "PLAIN").upper())
+        if module is None:
+            raise ValueError(f"sasl.mechanism {mechanism!r}: give the Java client's sasl.jaas.config in [kafka]")
+        user, password = (_jaas_quoted(settings.get(n, "")) for n in ("sasl.username", "sasl.password"))
+        java["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+    if "ssl.ca.location" in settings and "ssl.truststore.location" not in settings:
+        java["ssl.truststore.type"] = "PEM"
+        java["ssl.truststore.location"] = settings["ssl.ca.location"]
+    return {f"kafka.{name}": value for name, value in java.items()}
+
+
+def _jaas_quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 # Client settings the job sets itself, because the guarantee depends on them.

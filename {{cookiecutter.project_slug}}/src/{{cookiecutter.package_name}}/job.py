@@ -17,18 +17,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from . import object_store, savepoints
-from .config import JobConfig
-from .kafka_client import FETCH_MAX_WAIT_MS, java_client_options
+from .config import JobConfig, java_client_options
+from .kafka_client import FETCH_MAX_WAIT_MS
 from .pipeline.counting import Changes, columns_read, count_changes
 from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.output_records import encode, for_batch
-from .pipeline.parsing import IS_EVENT, EventSchema, parse_records
+from .pipeline.parsing import IS_EVENT, event_schema, parse_records
 from .pipeline.unpushed_filter import where_in_place
 from .savepoints import Origin
 from .session import checkpoint_conf
 from .session import spark_session as new_session
 from .sink import KafkaSink
-from .sink.settings import SinkSettings
 from .storage import resolve_location
 
 
@@ -44,10 +43,6 @@ def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_sl
     return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port,
                        conf={**object_store.spark_conf(config.s3), **config.spark}, json_logs=json_logs,
                        packages=(object_store.hadoop_aws_package(),), write_class_archive=write_class_archive)
-
-
-def event_schema(config: JobConfig) -> EventSchema:
-    return EventSchema(fields=dict(config.schema), key_field=config.key_field, max_record_bytes=config.max_record_bytes)
 
 
 def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
@@ -94,26 +89,10 @@ def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None
     return reader.schema(savepoints.STATE_SCHEMA).parquet(location)
 
 
-def sink_settings(config: JobConfig, origin: Origin | None = None) -> SinkSettings:
-    """`origin`: where a checkpoint started from a savepoint came from (savepoints.read_origin)."""
-    return SinkSettings(
-        bootstrap_servers=config.bootstrap_servers,
-        checkpoint=resolve_location(config.checkpoint_location),
-        sink_id=config.sink_id,
-        transactional_id_prefix=config.transactional_id_prefix,
-        marker_topic=config.marker_topic,
-        shards=config.commit_shards,
-        commit_timeout_seconds=config.commit_timeout_seconds,
-        client=dict(config.kafka),
-        foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
-        first_batch_id=savepoints.first_batch_id(origin),
-    )
-
-
 def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
                   stopping: threading.Event | None = None) -> tuple[DataStreamWriter, KafkaSink]:
     """The query's writer, and its sink (which says what it published for a batch)."""
-    settings = sink_settings(config, origin)
+    settings = savepoints.sink_settings(config, origin)
     # The batch id the records carry has one definition, SinkSettings.output_batch_id.
     read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config),
                                                                             settings.output_batch_id)

@@ -1,6 +1,6 @@
 """The user's Kafka client settings (the `[kafka]` table: security.protocol, sasl.*, ssl.*,
-client.id ...) for every client the job and its tools make: confluent-kafka (librdkafka's
-names, as written) and Spark's Kafka source (the Java client, `kafka.`-prefixed)."""
+client.id ...) for every client of confluent-kafka the job and its tools make (librdkafka's
+names, as written). Spark's Kafka source takes them from config.java_client_options."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # `config` imports this module, and must not import the Kafka client (test_layout.py)
+if TYPE_CHECKING:  # the `config` command must not import the Kafka client (test_layout.py)
     from confluent_kafka import KafkaError
 
 # A source task whose range ends at a transaction marker (every batch that catches up with a
@@ -17,15 +17,6 @@ if TYPE_CHECKING:  # `config` imports this module, and must not import the Kafka
 # default adds up to seconds per batch over many partitions. Tasks read known ranges, so a short
 # wait costs nothing else.
 FETCH_MAX_WAIT_MS = 20  # for Spark's Kafka reader: the stream and the dead letters' read-back
-
-# librdkafka settings the Java client spells differently or does not have.
-_SASL_LOGIN_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-_LIBRDKAFKA_ONLY = {"sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location"}
-
 
 # What confluent-kafka takes as a client's configuration (callbacks, e.g. error_cb, among the values).
 ClientConfig = dict[str, Any]
@@ -79,26 +70,3 @@ def quiet_client_logs(name: str, every_seconds: float = 30.0) -> dict[str, objec
 
     callback: Callable[[KafkaError], None] = on_error
     return {"log_level": 2, "error_cb": callback, "logger": logger}
-
-
-def java_client_options(settings: Mapping[str, str]) -> dict[str, str]:
-    """The same settings as options of Spark's Kafka source: `kafka.`-prefixed, with librdkafka's
-    SASL user and password turned into the Java client's JAAS line and a CA file into a PEM trust store."""
-    java = {name: value for name, value in settings.items() if name not in _LIBRDKAFKA_ONLY}
-    mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms")
-    if mechanism:
-        java["sasl.mechanism"] = mechanism
-    if "sasl.username" in settings and "sasl.jaas.config" not in settings:
-        module = _SASL_LOGIN_MODULES.get((mechanism or "PLAIN").upper())
-        if module is None:
-            raise ValueError(f"sasl.mechanism {mechanism!r}: give the Java client's sasl.jaas.config in [kafka]")
-        user, password = (_jaas_quoted(settings.get(n, "")) for n in ("sasl.username", "sasl.password"))
-        java["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
-    if "ssl.ca.location" in settings and "ssl.truststore.location" not in settings:
-        java["ssl.truststore.type"] = "PEM"
-        java["ssl.truststore.location"] = settings["ssl.ca.location"]
-    return {f"kafka.{name}": value for name, value in java.items()}
-
-
-def _jaas_quoted(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')

@@ -15,8 +15,6 @@ from pathlib import Path
 from .failures import ConfigError, JobFailure, Outcome
 
 S3_SCHEMES = ("s3://", "s3a://")
-# The [s3] table's settings; secret_access_key may be `${VAR}` (config.py), and is masked.
-S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
 # What each setting is called by the AWS SDKs (pyarrow, boto3) and by Hadoop's S3A connector.
 _ENVIRONMENT = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "access_key_id": "AWS_ACCESS_KEY_ID",
                 "secret_access_key": "AWS_SECRET_ACCESS_KEY"}

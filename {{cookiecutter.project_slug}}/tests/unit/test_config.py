@@ -4,8 +4,14 @@ import json
 
 import pytest
 
-from {{ cookiecutter.package_name }}.config import ENV_PREFIX, ConfigError, load_config, masked, starting_offsets
-from {{ cookiecutter.package_name }}.kafka_client import java_client_options
+from {{ cookiecutter.package_name }}.config import (
+    ENV_PREFIX,
+    ConfigError,
+    java_client_options,
+    load_config,
+    masked,
+    starting_offsets,
+)
 
 
 def test_later_sources_win(tmp_path):

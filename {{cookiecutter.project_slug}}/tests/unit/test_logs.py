@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
-from {{ cookiecutter.package_name }}.config import load_config
-from {{ cookiecutter.package_name }}.runtime.logs import JsonFormatter, TextFormatter, event, quiet_libraries, secret_values
+from {{ cookiecutter.package_name }}.config import load_config, secret_values
+from {{ cookiecutter.package_name }}.runtime.logs import JsonFormatter, TextFormatter, event, quiet_libraries
 from {{ cookiecutter.package_name }}.runtime.runner import batch_event, lag_per_partition
 from {{ cookiecutter.package_name }}.sink.coordinator import Published
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, LogEntry

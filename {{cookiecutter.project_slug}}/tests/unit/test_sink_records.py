@@ -99,6 +99,7 @@ def test_the_heartbeat_survives_any_error_and_stops_the_job_when_it_cannot_write
 
 
 def test_a_heartbeat_that_recovers_in_time_stops_nothing(tmp_path, monkeypatch):
+    from {{ cookiecutter.package_name }} import driver_presence
     from {{ cookiecutter.package_name }}.runtime import heartbeat
 
     real = heartbeat.write_atomic
@@ -115,7 +116,7 @@ def test_a_heartbeat_that_recovers_in_time_stops_nothing(tmp_path, monkeypatch):
     beat = Heartbeat(str(tmp_path), on_stop=lambda _reason: None, on_lost=lost.append, interval=0.05, stop_after=1.0)
     beat.start()
     time.sleep(0.5)
-    assert heartbeat.running_driver(str(tmp_path)) is not None and lost == []
+    assert driver_presence.running_driver(str(tmp_path)) is not None and lost == []
     beat.stop()
 
 

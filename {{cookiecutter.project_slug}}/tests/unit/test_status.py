@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from {{ cookiecutter.package_name }}.runtime.heartbeat import HEARTBEAT, running_driver
+from {{ cookiecutter.package_name }}.driver_presence import HEARTBEAT, running_driver
 from {{ cookiecutter.package_name }}.runtime.status import driver_status, problems
 
 TOLERANCE = 120.0

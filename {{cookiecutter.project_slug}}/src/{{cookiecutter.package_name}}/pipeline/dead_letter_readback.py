@@ -21,8 +21,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .. import checkpoint
-from ..config import JobConfig
-from ..kafka_client import FETCH_MAX_WAIT_MS, java_client_options
+from ..config import JobConfig, java_client_options
+from ..kafka_client import FETCH_MAX_WAIT_MS
 from ..storage import resolve_location
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
 from .output_records import for_batch

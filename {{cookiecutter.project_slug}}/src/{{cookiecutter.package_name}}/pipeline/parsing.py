@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..config import JobConfig
+
 # Whether a record is an event (true) or a dead letter (false); never null.
 IS_EVENT = "is_event"
 # The column that carries a dead letter's reason; null for an event.
@@ -32,6 +34,10 @@ class EventSchema:
     def fields_ddl(self) -> str:
         """The event's fields: all the job's filter may read."""
         return ", ".join(f"`{name}` {SPARK_TYPES[kind]}" for name, kind in self.fields.items())
+
+
+def event_schema(config: JobConfig) -> EventSchema:
+    return EventSchema(fields=dict(config.schema), key_field=config.key_field, max_record_bytes=config.max_record_bytes)
 
 
 # A check of a record: the condition that makes it a dead letter, and the reason to give.

@@ -14,8 +14,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from ..config import JobConfig, is_secret
-
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 EVENT = "event"  # the `extra` key of a record that carries an event's fields
 
@@ -84,15 +82,11 @@ def quiet_libraries() -> None:
             logger.addFilter(CallbackErrorsAtDebug())
 
 
-def secret_values(config: JobConfig) -> list[str]:
-    return [value for table in (config.kafka, config.s3, config.spark) for name, value in table.items()
-            if is_secret(name)]
-
-
-def configure(config: JobConfig) -> None:
-    """Switch the process's log handlers to the configured format (the CLI starts with text)."""
-    secrets = secret_values(config)
-    formatter = JsonFormatter(secrets) if config.log_format == "json" else TextFormatter(secrets, TEXT_FORMAT)
+def configure(log_format: str, secrets: Iterable[str]) -> None:
+    """Switch the process's log handlers to the configured format (the CLI starts with text);
+    `secrets`: the values masked in every line (config.secret_values)."""
+    secrets = list(secrets)
+    formatter = JsonFormatter(secrets) if log_format == "json" else TextFormatter(secrets, TEXT_FORMAT)
     for handler in logging.getLogger().handlers:
         handler.setFormatter(formatter)
 

@@ -15,8 +15,8 @@ from .. import checkpoint, object_store
 from .. import kafka_permissions as permissions
 from ..config import ConfigError, JobConfig
 from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
-from ..job import event_schema
 from ..kafka_client import cluster_topics, librdkafka_config
+from ..pipeline.parsing import event_schema
 from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
 from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms, transactional_ids

@@ -9,17 +9,17 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from .. import failures
 from ..config import JobConfig, RestartStrategyKind
 from ..failures import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable, Outcome
-from ..job import build_query
 from ..savepoints import Origin
 from ..sink import KafkaSink
 from ..sink.coordinator import Published
@@ -32,6 +32,11 @@ from .progress_reports import ProgressReports
 from .startup import StartupTimes
 
 log = logging.getLogger(__name__)
+
+# The query's writer and its sink, for a session, the configuration, the origin and the sink's gate
+# (the caller's: job.build_query).
+QueryBuilder = Callable[[SparkSession, JobConfig, Origin | None, threading.Event | None],
+                        tuple[DataStreamWriter, KafkaSink]]
 
 
 @dataclass
@@ -142,14 +147,15 @@ def _partitions(offsets: dict) -> dict[tuple[str, str], int]:
     return {(topic, p): int(o) for topic, partitions in offsets.items() for p, o in partitions.items()}
 
 
-def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = None,
+def run(spark: SparkSession, config: JobConfig, build_query: QueryBuilder, stop: StopRequested | None = None,
         until_idle_batches: int | None = None, origin: Origin | None = None,
         startup: StartupTimes | None = None, sink_checks: Future[None] | None = None) -> None:
     """Run and supervise the query until stopped, or (with `until_idle_batches`) until that many
     consecutive triggers found no new input after one that did (three times as many if none did).
-    `config`: as the checkpoint runs it; `origin`: the savepoint it started from, if any
-    (savepoints.apply_origin); `startup`: the start's steps so far, logged with the first batch;
-    `sink_checks`: the start-up checks the caller began (preflight.run_all)."""
+    `config`: as the checkpoint runs it; `build_query`: the query (job.build_query); `origin`: the
+    savepoint it started from, if any (savepoints.apply_origin); `startup`: the start's steps so
+    far, logged with the first batch; `sink_checks`: the start-up checks the caller began
+    (preflight.run_all)."""
     stop = stop or StopRequested()
     startup = startup or StartupTimes()
     strategy = RestartStrategy.from_config(config)
@@ -167,7 +173,7 @@ def run(spark: SparkSession, config: JobConfig, stop: StopRequested | None = Non
                           heartbeat_lost, details=outage.heartbeat_details)
     heartbeat.start()
     try:
-        _run_until_stopped(spark, config, origin, stop, until_idle_batches, strategy, outage, startup)
+        _run_until_stopped(spark, config, build_query, origin, stop, until_idle_batches, strategy, outage, startup)
     finally:
         heartbeat.stop()
     if lost:
@@ -180,9 +186,9 @@ def _stop_on_request(stop: StopRequested, reason: str) -> None:
         stop.event.set()
 
 
-def _run_until_stopped(spark: SparkSession, config: JobConfig, origin: Origin | None, stop: StopRequested,
-                       until_idle_batches: int | None, strategy: RestartStrategy, outage: OutageTolerance,
-                       startup: StartupTimes) -> None:
+def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: QueryBuilder, origin: Origin | None,
+                       stop: StopRequested, until_idle_batches: int | None, strategy: RestartStrategy,
+                       outage: OutageTolerance, startup: StartupTimes) -> None:
     while True:
         stopping = threading.Event()  # the sink's gate: set, no new batch publishes
         writer, sink = build_query(spark, config, origin, stopping)

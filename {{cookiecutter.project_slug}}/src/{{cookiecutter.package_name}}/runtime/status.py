@@ -11,10 +11,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from .. import checkpoint
 from ..config import JobConfig
+from ..driver_presence import running_driver
 from ..kafka_client import librdkafka_config
 from ..sink.sink_log import SinkLog
 from ..storage import resolve_location
-from .heartbeat import running_driver
 
 
 def input_lag(config: JobConfig, committed: dict[str, int]) -> dict[str, int]:

@@ -40,12 +40,15 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import checkpoint
 from ..config import JobConfig
 from ..failures import ConfigError
 from ..storage import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
+
+if TYPE_CHECKING:
+    from ..sink.settings import SinkSettings
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -109,6 +112,25 @@ def first_batch_id(origin: Origin | None) -> int:
     started from a savepoint continues the numbering of the job it was taken from, so that
     batch ids on the output topics keep growing (the markers use Spark's own batch ids)."""
     return 0 if origin is None else origin.first_batch_id
+
+
+def sink_settings(config: JobConfig, origin: Origin | None = None) -> SinkSettings:
+    """What the sink is told, from the configuration; `origin`: where a checkpoint started from a
+    savepoint came from (read_origin)."""
+    from ..sink.settings import SinkSettings  # the sink package imports PySpark: not at import time
+
+    return SinkSettings(
+        bootstrap_servers=config.bootstrap_servers,
+        checkpoint=resolve_location(config.checkpoint_location),
+        sink_id=config.sink_id,
+        transactional_id_prefix=config.transactional_id_prefix,
+        marker_topic=config.marker_topic,
+        shards=config.commit_shards,
+        commit_timeout_seconds=config.commit_timeout_seconds,
+        client=dict(config.kafka),
+        foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
+        first_batch_id=first_batch_id(origin),
+    )
 
 
 def seed_location(config: JobConfig, origin: Origin | None) -> str | None:

@@ -9,14 +9,19 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import savepoints
+from .. import driver_presence, savepoints
 from ..config import JobConfig
 from ..failures import ConfigError
-from ..runtime import heartbeat
 from ..storage import resolve_location
 from . import effective_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# The job's Spark session for a configuration, named (the caller's: job.spark_session).
+SessionFactory = Callable[..., "SparkSession"]
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +38,12 @@ def _fence_old_producers(config: JobConfig) -> None:
     """Abort a transaction the stopped job may have left open (it was killed mid-commit): the
     savepoint's markers must be settled, and the restored job's new transactional ids would
     never abort it (read_committed consumers would wait for its time-out)."""
-    from ..job import sink_settings
     from ..sink.pinned_settings import read_pinned
     from ..sink.producers import fence
 
     if not config.exactly_once:
         return
-    settings = sink_settings(config)
+    settings = savepoints.sink_settings(config)
     pinned = read_pinned(settings.checkpoint)
     if pinned is not None:  # the ids the stopped job used, whatever the configuration says now
         settings = dataclasses.replace(settings, sink_id=pinned.sink_id, shards=pinned.commit_shards,
@@ -47,30 +51,28 @@ def _fence_old_producers(config: JobConfig) -> None:
     fence(settings)
 
 
-def _session(config: JobConfig, name: str):
+def _session(spark_session: SessionFactory, config: JobConfig, name: str) -> SparkSession:
     """The job's own session (its master, its S3 settings for a checkpoint on S3), without a UI."""
-    from ..job import spark_session
-
     return spark_session(dataclasses.replace(config, ui_port=0), app_name=name)
 
 
-def create(config: JobConfig, to: str, timeout: float) -> int:
+def create(config: JobConfig, to: str, timeout: float, spark_session: SessionFactory) -> int:
     """Stop the job at a batch boundary if it runs on the checkpoint, then save it."""
     from ..kafka_client import cluster_topics
 
     cluster_topics(config.bootstrap_servers, config.kafka)  # before stopping the job: Kafka must answer to save it
     location = resolve_location(config.checkpoint_location)
     effective = effective_config(config)
-    if heartbeat.running_driver(location) is not None:
-        heartbeat.request_stop(location, f"savepoint to {resolve_location(to)}")
+    if driver_presence.running_driver(location) is not None:
+        driver_presence.request_stop(location, f"savepoint to {resolve_location(to)}")
         try:
-            heartbeat.wait_until_stopped(location, timeout, log.info)
+            driver_presence.wait_until_stopped(location, timeout, log.info)
         finally:
-            heartbeat.clear_stop_request(location)
+            driver_presence.clear_stop_request(location)
         log.info("the job stopped")
     _fence_old_producers(effective)
     markers = _markers(effective, effective.sink_id)
-    spark = _session(config, "savepoint-create")
+    spark = _session(spark_session, config, "savepoint-create")
     try:
         manifest = savepoints.create(spark, config, effective, to, markers)
     finally:
@@ -162,7 +164,7 @@ def _utc(epoch_ms: int | None) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
+def show_state(config: JobConfig, as_json: bool, limit: int, spark_session: SessionFactory) -> int:
     """The checkpoint's state as of its last committed batch (the job may be running)."""
     from pyspark.sql import functions as F
 
@@ -180,7 +182,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
 
         cluster_topics(config.bootstrap_servers, config.kafka)  # one line naming bootstrap_servers if unreachable
         markers = _markers(effective, effective.sink_id, settled=False)
-    spark = _session(config, "state")
+    spark = _session(spark_session, config, "state")
     try:
         counts = savepoints.read_state_counts(spark, config, batch)
         totals = counts.agg(F.count("*").alias("keys"), F.sum("count").alias("total")).first()
@@ -189,7 +191,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int) -> int:
         spark.stop()
     document: dict[str, Any] = {
         "checkpoint": location, "batch_id": batch, "sink_id": effective.sink_id,
-        "running": heartbeat.running_driver(location) is not None,
+        "running": driver_presence.running_driver(location) is not None,
         "source_offsets": {config.input_topic: checkpoint.input_offsets(location, batch, config.input_topic)},
         "published": {str(shard): b for shard, b in sorted(markers.items())},
         "keys": int(totals["keys"]), "total": int(totals["total"] or 0), "ttl_seconds": config.state_ttl_seconds,

@@ -1,4 +1,4 @@
-"""What the sink is told: built from the job's configuration (job.sink_settings), which holds the
+"""What the sink is told: built from the job's configuration (savepoints.sink_settings), which holds the
 one set of defaults; nothing here has a default of its own."""
 
 from __future__ import annotations

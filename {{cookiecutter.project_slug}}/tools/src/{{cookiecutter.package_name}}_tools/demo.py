@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
-    from {{ cookiecutter.package_name }}.job import spark_session
+    from {{ cookiecutter.package_name }}.job import build_query, spark_session
     from {{ cookiecutter.package_name }}.runtime.runner import run
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
@@ -48,7 +48,7 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
             sample = configured_sample(config, keep, count, seed=7, malformed_rate=0.01)
             produce(config.bootstrap_servers, config.input_topic, sample.values)
             print(f"produced {count} events ({sample.malformed} malformed) to {config.input_topic}")
-            run(spark, config, until_idle_batches=3)
+            run(spark, config, build_query, until_idle_batches=3)
         finally:
             spark.stop()
         elapsed = time.monotonic() - started

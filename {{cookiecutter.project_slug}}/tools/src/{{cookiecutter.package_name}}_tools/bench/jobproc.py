@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     from {{ cookiecutter.package_name }}.config import load_config
-    from {{ cookiecutter.package_name }}.job import spark_session
+    from {{ cookiecutter.package_name }}.job import build_query, spark_session
     from {{ cookiecutter.package_name }}.runtime.logs import quiet_libraries
     from {{ cookiecutter.package_name }}.runtime.preflight import check_before_spark, sink_checks_meanwhile
     from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, run
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.built_in_sink:
             return serve(built_in_sink(spark, config).option("checkpointLocation", config.checkpoint_location)
                          .trigger(processingTime=f"{config.trigger_interval_seconds} seconds").start())
-        run(spark, config, stop, startup=startup, sink_checks=sink_checks)
+        run(spark, config, build_query, stop, startup=startup, sink_checks=sink_checks)
     finally:
         stop_session(spark)
         progress.close()
