@@ -130,9 +130,9 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         assert any(p.startswith("org.apache.hadoop:hadoop-aws:") for p in packages) == s3
         driver = manifest["spec"]["driver"]
         probe = driver["template"]["spec"]["containers"][0]["livenessProbe"]["exec"]["command"]
-        package = next((project / "src").glob("*/runtime/metrics.py")).parent.parent
+        package = next((project / "src").glob("*/observability/metrics.py")).parent.parent
         assert probe[1:5] == ["-m", package.name, "status", "--check"]
-        metrics_code = (package / "runtime" / "metrics.py").read_text()
+        metrics_code = (package / "observability" / "metrics.py").read_text()
         assert driver["ports"][0]["containerPort"] == 9464
         assert "metrics_port: int = 9464" in (package / "config.py").read_text()
         rules = yaml.safe_load((project / "deploy/k8s/alerts.yaml").read_text())["spec"]["groups"][0]["rules"]

@@ -22,7 +22,7 @@ PYTHON=${PYTHON:-python3}
 SPARK_MASTER=${SPARK_MASTER:-local[2]}
 SPARK_HOME=${SPARK_HOME:-$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}
 CONF_DIR=src/{{ cookiecutter.package_name }}/conf
-PACKAGES=$(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR; print(KAFKA_CONNECTOR)')
+PACKAGES=$(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR; print(KAFKA_CONNECTOR)')
 
 # The checkpoint (offsets, state, the sink's commit log) must outlive any one machine: in a
 # cluster put it on shared storage every driver attempt can reach (hdfs://, s3a://, gs://,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.session import spark_session
+from {{ cookiecutter.package_name }}.spark.session import spark_session
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local import (
     KafkaHandle,

@@ -17,9 +17,9 @@ from typing import Protocol, TypeVar
 
 import pytest
 
-from {{ cookiecutter.package_name }} import checkpoint, object_store
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}.storage import checkpoint, object_store
 from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, job_command, start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
     SETTLE_SECONDS,

@@ -11,10 +11,11 @@ import logging
 import os
 from pathlib import Path
 
-from . import __version__, object_store
+from . import __version__
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked, secret_values
 from .failures import ConfigError, GaveUp, JobFailure, KafkaUnavailable, Outcome, Source, verdict
-from .runtime.logs import quiet_libraries, report_exit
+from .observability.logs import quiet_libraries, report_exit
+from .storage import object_store
 
 DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
 
@@ -48,12 +49,12 @@ def reach_storage(config: JobConfig, location: str | None = None) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from .job import build_query, spark_session
-    from .runtime import logs, metrics
-    from .runtime.preflight import check_before_spark, sink_checks_meanwhile
-    from .runtime.runner import StopRequested, run
-    from .runtime.startup import StartupTimes
+    from .observability import logs, metrics
     from .savepoints import apply_origin, commands, read_origin
-    from .session import stop as stop_session
+    from .spark.session import stop as stop_session
+    from .startup.preflight import check_before_spark, sink_checks_meanwhile
+    from .startup.startup import StartupTimes
+    from .supervision.runner import StopRequested, run
 
     startup = StartupTimes()
     config = configuration(args)
@@ -86,8 +87,8 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     import json
 
-    from .kafka_client import cluster_topics
-    from .runtime.status import print_status, problems, report
+    from .kafka.client import cluster_topics
+    from .operations.status import print_status, problems, report
     from .savepoints import commands
 
     given = configuration(args)
@@ -133,7 +134,7 @@ def _state(args: argparse.Namespace) -> int:
 
 
 def _topics(args: argparse.Namespace) -> int:
-    from .topics import create_topics
+    from .kafka.topics import create_topics
 
     config = configuration(args)
     for line in create_topics(config, args.partitions):

@@ -16,19 +16,20 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
-from . import object_store, savepoints
+from . import savepoints
 from .config import JobConfig, java_client_options
-from .kafka_client import FETCH_MAX_WAIT_MS
+from .kafka.client import FETCH_MAX_WAIT_MS
 from .pipeline.counting import Changes, columns_read, count_changes
 from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.output_records import encode, for_batch
 from .pipeline.parsing import IS_EVENT, event_schema, parse_records
 from .pipeline.unpushed_filter import where_in_place
 from .savepoints import Origin
-from .session import checkpoint_conf
-from .session import spark_session as new_session
 from .sink import KafkaSink
-from .storage import resolve_location
+from .spark.session import checkpoint_conf
+from .spark.session import spark_session as new_session
+from .storage import object_store
+from .storage.files import resolve_location
 
 
 def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_slug }}", write_class_archive: bool = False

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }} import __version__
-from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR
+from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR
 from {{ cookiecutter.package_name }}_tools.job_image import ImageUnavailable, JobImage, job_image
 
 from harness import SECRET_VARIABLE, JobUnderTest, announce, merged, on_s3, produce_sample

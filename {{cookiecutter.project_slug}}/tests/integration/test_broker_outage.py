@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from {{ cookiecutter.package_name }} import checkpoint
+from {{ cookiecutter.package_name }}.storage import checkpoint
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local import LocalKafkaBroker
 from {{ cookiecutter.package_name }}_tools.processes import start_job

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from {{ cookiecutter.package_name }} import checkpoint
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}.storage import checkpoint
 from {{ cookiecutter.package_name }}_tools.processes import free_port, start_job
 from {{ cookiecutter.package_name }}_tools.readback import Published, read_topic
 from {{ cookiecutter.package_name }}_tools.verify import verify

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog, SinkLogConflict
+from {{ cookiecutter.package_name }}.storage import object_store
 
 from harness import SECRET_VARIABLE, merged, on_s3, produce_sample
 

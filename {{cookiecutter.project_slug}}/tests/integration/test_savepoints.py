@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.savepoints import read_manifest
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}.storage import object_store
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_positions
 from {{ cookiecutter.package_name }}_tools.sample import SampleInput, as_key

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from {{ cookiecutter.package_name }}.session import spark_session
+from {{ cookiecutter.package_name }}.spark.session import spark_session
 
 
 @pytest.fixture(scope="session")

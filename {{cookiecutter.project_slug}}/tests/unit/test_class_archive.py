@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from {{ cookiecutter.package_name }} import class_archive
+from {{ cookiecutter.package_name }}.spark import class_archive
 
 
 def test_one_run_writes_the_archive_and_later_starts_map_it(tmp_path):

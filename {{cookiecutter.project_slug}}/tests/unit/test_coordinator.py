@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from {{ cookiecutter.package_name }}.runtime import metrics
+from {{ cookiecutter.package_name }}.observability import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
 from {{ cookiecutter.package_name }}.sink.coordinator import (

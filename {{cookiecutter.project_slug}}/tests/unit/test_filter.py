@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from {{ cookiecutter.package_name }}.config import ConfigError, JobConfig
-from {{ cookiecutter.package_name }}.runtime.preflight import check_filter
+from {{ cookiecutter.package_name }}.startup.preflight import check_filter
 
 
 def test_the_configured_filter_is_valid_for_the_configured_schema(spark) -> None:

@@ -7,10 +7,10 @@ import json
 import logging
 
 from {{ cookiecutter.package_name }}.config import load_config, secret_values
-from {{ cookiecutter.package_name }}.runtime.logs import JsonFormatter, TextFormatter, event, quiet_libraries
-from {{ cookiecutter.package_name }}.runtime.runner import batch_event, lag_per_partition
+from {{ cookiecutter.package_name }}.observability.logs import JsonFormatter, TextFormatter, event, quiet_libraries
 from {{ cookiecutter.package_name }}.sink.coordinator import Published
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, LogEntry
+from {{ cookiecutter.package_name }}.supervision.runner import batch_event, lag_per_partition
 
 
 def record(message: str, extra: dict | None = None) -> logging.LogRecord:

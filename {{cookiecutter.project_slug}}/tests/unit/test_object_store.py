@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }} import object_store
 from {{ cookiecutter.package_name }}.config import ConfigError, load_config, masked
-from {{ cookiecutter.package_name }}.storage import filesystem
+from {{ cookiecutter.package_name }}.storage import object_store
+from {{ cookiecutter.package_name }}.storage.files import filesystem
 
 S3 = {"endpoint": "http://127.0.0.1:9000", "region": "eu-west-1", "access_key_id": "job",
       "secret_access_key": "${S3_SECRET}", "path_style_access": "true"}

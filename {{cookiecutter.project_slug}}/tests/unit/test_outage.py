@@ -9,7 +9,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.failures import KafkaUnreachable, Outcome, Verdict
-from {{ cookiecutter.package_name }}.runtime import outage
+from {{ cookiecutter.package_name }}.supervision import outage
 
 
 class Clock:

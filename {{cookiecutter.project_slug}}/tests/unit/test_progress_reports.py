@@ -8,7 +8,7 @@ import logging
 import pytest
 from pyspark.errors import StreamingQueryException
 
-from {{ cookiecutter.package_name }}.runtime.progress_reports import ProgressReports
+from {{ cookiecutter.package_name }}.supervision.progress_reports import ProgressReports
 
 
 class ReportingQuery:
@@ -126,9 +126,9 @@ def test_the_runner_logs_the_batches_of_a_query_that_ended_before_its_poll(failu
     from types import SimpleNamespace
 
     from {{ cookiecutter.package_name }}.config import load_config
-    from {{ cookiecutter.package_name }}.runtime import runner
-    from {{ cookiecutter.package_name }}.runtime.outage import OutageTolerance
-    from {{ cookiecutter.package_name }}.runtime.startup import StartupTimes
+    from {{ cookiecutter.package_name }}.startup.startup import StartupTimes
+    from {{ cookiecutter.package_name }}.supervision import runner
+    from {{ cookiecutter.package_name }}.supervision.outage import OutageTolerance
 
     config = load_config(None, {"sink_id": "reports-unit"}, environ={})
     query = EndedQuery(failure)

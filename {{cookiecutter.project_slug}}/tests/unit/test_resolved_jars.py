@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from {{ cookiecutter.package_name }} import session
-from {{ cookiecutter.package_name }}.resolved_jars import ResolvedJars
+from {{ cookiecutter.package_name }}.spark import session
+from {{ cookiecutter.package_name }}.spark.resolved_jars import ResolvedJars
 
 
 def _jars(tmp_path: Path, *names: str) -> list[Path]:
@@ -54,7 +54,7 @@ def test_starts_resolve_once_then_take_the_jars_from_the_class_path_and_the_clas
     as it stops; the third maps that archive (class_archive.py)."""
     app = tmp_path / "app.py"
     app.write_text(
-        "from {{ cookiecutter.package_name }} import session\n"
+        "from {{ cookiecutter.package_name }}.spark import session\n"
         "spark = session.spark_session('jars-check', 'local[1]', 1, write_class_archive=True)\n"
         "loader = spark._jvm.Thread.currentThread().getContextClassLoader()\n"
         "spark._jvm.java.lang.Class.forName('org.apache.spark.sql.kafka010.KafkaSourceProvider', True, loader)\n"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.runtime.runner import GaveUp, RestartStrategy
+from {{ cookiecutter.package_name }}.supervision.runner import GaveUp, RestartStrategy
 
 
 def strategy(kind: str, attempts: int = 2) -> RestartStrategy:

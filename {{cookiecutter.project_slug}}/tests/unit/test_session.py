@@ -6,7 +6,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
-from {{ cookiecutter.package_name }} import session
+from {{ cookiecutter.package_name }}.spark import session
 
 
 def test_the_kafka_connector_is_the_installed_sparks_own_version():
@@ -43,7 +43,7 @@ def test_spark_submit_runs_the_job_on_the_master_it_was_given(tmp_path):
 
     app = tmp_path / "app.py"
     app.write_text(
-        "from {{ cookiecutter.package_name }}.session import spark_session\n"
+        "from {{ cookiecutter.package_name }}.spark.session import spark_session\n"
         "spark = spark_session('master-check', 'local[2]', 1)\n"
         "print('MASTER=' + spark.sparkContext.master)\n"
         "spark.stop()\n"
@@ -57,7 +57,7 @@ def test_spark_submit_runs_the_job_on_the_master_it_was_given(tmp_path):
 
 
 def test_arrow_batches_to_the_sink_are_bounded_by_bytes(spark):
-    from {{ cookiecutter.package_name }}.session import ARROW_MAX_BYTES_PER_BATCH
+    from {{ cookiecutter.package_name }}.spark.session import ARROW_MAX_BYTES_PER_BATCH
 
     assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(ARROW_MAX_BYTES_PER_BATCH)
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from {{ cookiecutter.package_name }} import storage
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
+from {{ cookiecutter.package_name }}.storage import files as storage
 from {{ cookiecutter.package_name }}_tools.readback import Published
 from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify, verify_batches
 

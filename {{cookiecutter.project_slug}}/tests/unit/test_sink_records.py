@@ -12,12 +12,12 @@ import pytest
 
 from {{ cookiecutter.package_name }}.config import ConfigError, load_config
 from {{ cookiecutter.package_name }}.failures import GaveUp
-from {{ cookiecutter.package_name }}.runtime import preflight
-from {{ cookiecutter.package_name }}.runtime.heartbeat import Heartbeat
 from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat
 from {{ cookiecutter.package_name }}.sink.marker import marker_key, marker_value, parse_marker, shard_of
 from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettings, check_and_pin, read_pinned
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, InvalidTransition, LogEntry, SinkLog
+from {{ cookiecutter.package_name }}.startup import preflight
+from {{ cookiecutter.package_name }}.supervision.heartbeat import Heartbeat
 
 
 def test_marker_log_entry_and_pinned_settings_carry_their_format_version(tmp_path):
@@ -76,7 +76,7 @@ def test_a_marker_key_is_a_sinks_only_when_it_is_exactly_its_id_and_a_shard():
 
 def test_the_heartbeat_survives_any_error_and_stops_the_job_when_it_cannot_write_for_too_long(tmp_path, monkeypatch,
                                                                                               caplog):
-    from {{ cookiecutter.package_name }}.runtime import heartbeat
+    from {{ cookiecutter.package_name }}.supervision import heartbeat
 
     failures = iter([KeyError("x"), RuntimeError("storage said no")])
 
@@ -99,8 +99,8 @@ def test_the_heartbeat_survives_any_error_and_stops_the_job_when_it_cannot_write
 
 
 def test_a_heartbeat_that_recovers_in_time_stops_nothing(tmp_path, monkeypatch):
-    from {{ cookiecutter.package_name }} import driver_presence
-    from {{ cookiecutter.package_name }}.runtime import heartbeat
+    from {{ cookiecutter.package_name }}.storage import driver_presence
+    from {{ cookiecutter.package_name }}.supervision import heartbeat
 
     real = heartbeat.write_atomic
     calls = {"n": 0}

@@ -1,4 +1,4 @@
-"""The start-up line: each step of a start, logged once with the first batch (runtime/startup.py),
+"""The start-up line: each step of a start, logged once with the first batch (startup/startup.py),
 in the form bench-startup reads back."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from {{ cookiecutter.package_name }}.runtime import startup
-from {{ cookiecutter.package_name }}.runtime.startup import StartupTimes
+from {{ cookiecutter.package_name }}.startup import startup
+from {{ cookiecutter.package_name }}.startup.startup import StartupTimes
 from {{ cookiecutter.package_name }}_tools.bench.startup import started_line
 
 

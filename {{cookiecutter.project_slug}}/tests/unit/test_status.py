@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from {{ cookiecutter.package_name }}.driver_presence import HEARTBEAT, running_driver
-from {{ cookiecutter.package_name }}.runtime.status import driver_status, problems
+from {{ cookiecutter.package_name }}.operations.status import driver_status, problems
+from {{ cookiecutter.package_name }}.storage.driver_presence import HEARTBEAT, running_driver
 
 TOLERANCE = 120.0
 

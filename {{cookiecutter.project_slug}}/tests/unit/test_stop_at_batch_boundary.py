@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from {{ cookiecutter.package_name }}.runtime.runner import stop_at_batch_boundary
+from {{ cookiecutter.package_name }}.supervision.runner import stop_at_batch_boundary
 
 
 class QueryRunningBatches:

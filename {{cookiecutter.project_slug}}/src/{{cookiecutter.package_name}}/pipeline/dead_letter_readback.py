@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .. import checkpoint
 from ..config import JobConfig, java_client_options
-from ..kafka_client import FETCH_MAX_WAIT_MS
-from ..storage import resolve_location
+from ..kafka.client import FETCH_MAX_WAIT_MS
+from ..storage import checkpoint
+from ..storage.files import resolve_location
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
 from .output_records import for_batch
 from .parsing import IS_EVENT, EventSchema, parse_records
@@ -51,7 +51,7 @@ def dead_letter_reader(config: JobConfig, schema: EventSchema, output_batch_id: 
             .option("startingOffsets", json.dumps({topic: {str(p): start.get(str(p), EARLIEST) for p in partitions}}))
             .option("endingOffsets", json.dumps({topic: {str(p): end[str(p)] for p in partitions}}))
             .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
-            .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka_client.py)
+            .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka/client.py)
             .load()
         )
         return dead_letters(records, schema, config.dead_letter_topic, output_batch_id(batch_id))

@@ -42,10 +42,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import checkpoint
 from ..config import JobConfig
 from ..failures import ConfigError
-from ..storage import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
+from ..storage import checkpoint
+from ..storage.files import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
 
 if TYPE_CHECKING:
     from ..sink.settings import SinkSettings

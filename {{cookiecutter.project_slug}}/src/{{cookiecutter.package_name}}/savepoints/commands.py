@@ -11,10 +11,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .. import driver_presence, savepoints
+from .. import savepoints
 from ..config import JobConfig
 from ..failures import ConfigError
-from ..storage import resolve_location
+from ..storage import driver_presence
+from ..storage.files import resolve_location
 from . import effective_config
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def _session(spark_session: SessionFactory, config: JobConfig, name: str) -> Spa
 
 def create(config: JobConfig, to: str, timeout: float, spark_session: SessionFactory) -> int:
     """Stop the job at a batch boundary if it runs on the checkpoint, then save it."""
-    from ..kafka_client import cluster_topics
+    from ..kafka.client import cluster_topics
 
     cluster_topics(config.bootstrap_servers, config.kafka)  # before stopping the job: Kafka must answer to save it
     location = resolve_location(config.checkpoint_location)
@@ -123,7 +124,7 @@ def _top_counts(table, limit: int) -> list[dict[str, Any]]:
 def inspect(path: str, as_json: bool, limit: int) -> int:
     import pyarrow.dataset as ds
 
-    from ..storage import filesystem
+    from ..storage.files import filesystem
 
     manifest = savepoints.read_manifest(path)
     fs, base = filesystem(path)
@@ -168,7 +169,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int, spark_session: Sess
     """The checkpoint's state as of its last committed batch (the job may be running)."""
     from pyspark.sql import functions as F
 
-    from .. import checkpoint
+    from ..storage import checkpoint
 
     effective = effective_config(config)
     location = resolve_location(config.checkpoint_location)
@@ -178,7 +179,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int, spark_session: Sess
     batch = committed[-1]
     markers = {}
     if effective.exactly_once:
-        from ..kafka_client import cluster_topics
+        from ..kafka.client import cluster_topics
 
         cluster_topics(config.bootstrap_servers, config.kafka)  # one line naming bootstrap_servers if unreachable
         markers = _markers(effective, effective.sink_id, settled=False)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message
 
-from ..kafka_client import librdkafka_config
+from ..kafka.client import librdkafka_config
 from .settings import PARTITIONER, Headers, SinkSettings
 
 # A task's function for mapInArrow: its records in, its references out.

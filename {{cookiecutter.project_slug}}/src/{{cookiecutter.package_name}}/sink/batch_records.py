@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from ..storage import exists, filesystem
+from ..storage.files import exists, filesystem
 from .sink_log import sink_dir
 
 # The records' schema: what the sink is given and produces as it is.

@@ -39,10 +39,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from ..checkpoint import batch_offsets
 from ..failures import JobFailure, Outcome, kafka_outcome
-from ..runtime import metrics
-from ..runtime.logs import event
+from ..observability import metrics
+from ..observability.logs import event
+from ..storage.checkpoint import batch_offsets
 from . import faults
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
 from .marker import marker_key, marker_value, offsets_digest

@@ -105,7 +105,7 @@ def _record(message: str) -> None:
 def _leave_partial_commit(checkpoint: str, batch_id: int) -> None:
     """Spark writes `commits/N` as `commits/.N.<uuid>.tmp`, then renames it (CheckpointFileManager):
     a crash in between leaves the temporary file, cut short."""
-    from ..storage import filesystem
+    from ..storage.files import filesystem
 
     fs, base = filesystem(checkpoint)
     fs.create_dir(f"{base}/commits", recursive=True)

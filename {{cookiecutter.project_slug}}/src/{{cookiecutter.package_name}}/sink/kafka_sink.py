@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..failures import JobFailure, Outcome
-from ..runtime import metrics
+from ..observability import metrics
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
 from .batch_records import (

@@ -18,9 +18,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from ..failures import JobFailure, Outcome, Tolerance
-from ..kafka_client import librdkafka_config
-from ..runtime import metrics
-from ..runtime.logs import event
+from ..kafka.client import librdkafka_config
+from ..observability import metrics
+from ..observability.logs import event
 from .formats import check_format
 
 log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 
 from pyarrow import fs as pafs
 
-from .. import checkpoint
 from ..failures import JobFailure, Outcome
-from ..storage import exists, filesystem, read_bytes, write_atomic
+from ..storage import checkpoint
+from ..storage.files import exists, filesystem, read_bytes, write_atomic
 from .formats import check_format
 
 FILE = "sink-settings.json"

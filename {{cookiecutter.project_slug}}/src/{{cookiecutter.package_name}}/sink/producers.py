@@ -9,7 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import KafkaException, Producer
 
-from ..kafka_client import librdkafka_config, quiet_client_logs
+from ..kafka.client import librdkafka_config, quiet_client_logs
 from .marker import NO_BATCH, ForeignTransactionWait, ensure_marker_topic, read_marker_values
 from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms
 

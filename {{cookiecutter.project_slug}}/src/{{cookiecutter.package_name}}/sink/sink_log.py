@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .. import object_store
 from ..failures import JobFailure, Outcome
-from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
+from ..storage import object_store
+from ..storage.files import exists, filesystem, list_names, read_bytes, write_atomic
 from .formats import UnknownFormat, check_format
 
 log = logging.getLogger(__name__)

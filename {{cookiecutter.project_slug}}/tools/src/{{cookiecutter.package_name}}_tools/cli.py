@@ -12,14 +12,14 @@ from pathlib import Path
 from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.cli import add_config_options, configuration, run_command
 from {{ cookiecutter.package_name }}.failures import ConfigError, KafkaUnavailable
-from {{ cookiecutter.package_name }}.runtime.logs import report_exit
+from {{ cookiecutter.package_name }}.observability.logs import report_exit
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
     from {{ cookiecutter.package_name }}.failures import ConfigError
-    from {{ cookiecutter.package_name }}.kafka_client import cluster_topics
+    from {{ cookiecutter.package_name }}.kafka.client import cluster_topics
 
     from .sample import Keep, configured_sample, keep_all, produce
 
@@ -29,7 +29,7 @@ def _produce_sample(args: argparse.Namespace) -> int:
                                          "`{{ cookiecutter.package_name }} topics create` creates the job's topics")
     keep: Keep = keep_all
     if args.expected:  # the configured filter decides the expected counts: Spark SQL evaluates it
-        from {{ cookiecutter.package_name }}.session import spark_session
+        from {{ cookiecutter.package_name }}.spark.session import spark_session
 
         from .sample import spark_filter
 

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, load_config
-from {{ cookiecutter.package_name }}.topics import create_topics
+from {{ cookiecutter.package_name }}.kafka.topics import create_topics
 
 from .kafka_local import daemon
 from .readback import read_published
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
     from {{ cookiecutter.package_name }}.job import build_query, spark_session
-    from {{ cookiecutter.package_name }}.runtime.runner import run
+    from {{ cookiecutter.package_name }}.supervision.runner import run
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     overrides = {"checkpoint_location": str(workdir / "checkpoints"), "trigger_interval_seconds": "1"}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Producer
 
 from {{ cookiecutter.package_name }}.failures import ConfigError
-from {{ cookiecutter.package_name }}.kafka_client import librdkafka_config
+from {{ cookiecutter.package_name }}.kafka.client import librdkafka_config
 from {{ cookiecutter.package_name }}.pipeline.parsing import SPARK_TYPES as _SPARK_TYPES
 
 from .kafka_io import produce as produce_one

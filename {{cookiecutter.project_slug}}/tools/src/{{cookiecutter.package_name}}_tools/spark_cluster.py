@@ -39,7 +39,7 @@ def s3a_classpath(ivy_jars: Path = IVY_JARS) -> str:
     resolution (`spark.jars.packages`) puts them; resolved that way first if missing. Every node
     of this cluster shares the machine, so spark-submit.sh need not ship the ~700 MB bundle to
     each executor of each submission (HADOOP_AWS_CLASSPATH)."""
-    from {{ cookiecutter.package_name }}.object_store import hadoop_aws_package
+    from {{ cookiecutter.package_name }}.storage.object_store import hadoop_aws_package
 
     package = hadoop_aws_package()
     version = package.rsplit(":", 1)[1]
@@ -53,7 +53,7 @@ def s3a_classpath(ivy_jars: Path = IVY_JARS) -> str:
         return jars if len(jars) == 1 + len(S3A_DEPENDENCIES) else None
 
     if found() is None:
-        code = ("from {{ cookiecutter.package_name }}.session import spark_session; "
+        code = ("from {{ cookiecutter.package_name }}.spark.session import spark_session; "
                 f"spark_session('resolve-s3a', 'local[1]', 1, packages=({package!r},)).stop()")
         subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, timeout=1800)
     jars = found()

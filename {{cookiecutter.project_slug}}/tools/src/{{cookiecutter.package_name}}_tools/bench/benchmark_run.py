@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR
+from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR
 
 from ..kafka_local import provide_kafka
 from .measure import Profile, Run, add_backlog_run, warm_job_start

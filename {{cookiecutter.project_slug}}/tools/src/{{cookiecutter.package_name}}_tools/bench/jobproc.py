@@ -28,11 +28,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from {{ cookiecutter.package_name }}.config import load_config
     from {{ cookiecutter.package_name }}.job import build_query, spark_session
-    from {{ cookiecutter.package_name }}.runtime.logs import quiet_libraries
-    from {{ cookiecutter.package_name }}.runtime.preflight import check_before_spark, sink_checks_meanwhile
-    from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, run
-    from {{ cookiecutter.package_name }}.runtime.startup import StartupTimes
-    from {{ cookiecutter.package_name }}.session import stop as stop_session
+    from {{ cookiecutter.package_name }}.observability.logs import quiet_libraries
+    from {{ cookiecutter.package_name }}.spark.session import stop as stop_session
+    from {{ cookiecutter.package_name }}.startup.preflight import check_before_spark, sink_checks_meanwhile
+    from {{ cookiecutter.package_name }}.startup.startup import StartupTimes
+    from {{ cookiecutter.package_name }}.supervision.runner import StopRequested, run
 
     from .spark_kafka import serve
 

@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import functions as F
 
-    from {{ cookiecutter.package_name }}.kafka_client import FETCH_MAX_WAIT_MS
-    from {{ cookiecutter.package_name }}.session import KAFKA_CONNECTOR, checkpoint_conf, spark_session
+    from {{ cookiecutter.package_name }}.kafka.client import FETCH_MAX_WAIT_MS
+    from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR, checkpoint_conf, spark_session
 
     # The job's session for its checkpoint (job.spark_session): like for like, except for what a
     # team's own pipeline would not have: the connector is resolved at every start (a [spark]
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(query) -> int:
     """Run the query until SIGTERM/SIGINT, then stop it at a batch boundary; 1 if it failed."""
-    from {{ cookiecutter.package_name }}.runtime.runner import StopRequested, stop_at_batch_boundary
+    from {{ cookiecutter.package_name }}.supervision.runner import StopRequested, stop_at_batch_boundary
 
     stop = StopRequested()
     stop.install()

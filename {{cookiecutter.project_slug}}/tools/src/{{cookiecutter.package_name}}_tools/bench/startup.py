@@ -7,7 +7,7 @@ ran before), per round, spark_kafka starts once; eos starts once, then is SIGKIL
 restarted on its checkpoint (measure.Run: start-up = process start to the first output visible to
 a read_committed consumer; recovery = SIGKILL to the first output of a batch newer than any
 before it). The order is reversed every other round; figures are medians. The job logs each
-start's steps (runtime/startup.py: python, checks, spark session, preflight, query start, first
+start's steps (startup/startup.py: python, checks, spark session, preflight, query start, first
 batch), read back from its log here.
 
 Writes startup-results.json, startup-results.md and startup.png into --out; the last line printed is

@@ -119,7 +119,7 @@ class ClusterSetup:
                 bucket = f"chaos-{uuid.uuid4().hex[:12]}"
                 s3.client().create_bucket(Bucket=bucket)
                 setup = cls(spark, s3, bucket, script, s3a_classpath())
-                from {{ cookiecutter.package_name }} import object_store
+                from {{ cookiecutter.package_name }}.storage import object_store
 
                 object_store.use_in_this_process(setup.s3_settings(secret=s3.secret_key))  # reads the checkpoint
                 yield setup

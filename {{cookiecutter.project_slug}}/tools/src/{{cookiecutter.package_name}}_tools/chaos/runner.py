@@ -74,8 +74,8 @@ class Chaos:
         }
 
     def committed(self) -> list[int]:
-        from {{ cookiecutter.package_name }}.checkpoint import committed_batches
-        from {{ cookiecutter.package_name }}.storage import resolve_location
+        from {{ cookiecutter.package_name }}.storage.checkpoint import committed_batches
+        from {{ cookiecutter.package_name }}.storage.files import resolve_location
 
         try:
             return committed_batches(resolve_location(self.checkpoint_location))
@@ -88,8 +88,8 @@ class Chaos:
 
     def drained(self, producer: InputProducer) -> bool:
         """Every input record is in a committed batch: its end offsets are the input's end."""
-        from {{ cookiecutter.package_name }}.checkpoint import input_offsets
-        from {{ cookiecutter.package_name }}.storage import resolve_location
+        from {{ cookiecutter.package_name }}.storage.checkpoint import input_offsets
+        from {{ cookiecutter.package_name }}.storage.files import resolve_location
 
         if not producer.done.is_set():
             return False
@@ -301,8 +301,8 @@ class Chaos:
 
     # -- the independent check ----------------------------------------------------------------
     def verify(self, malformed_values: list[bytes], completed: bool) -> int:
-        from {{ cookiecutter.package_name }}.checkpoint import batch_ends
-        from {{ cookiecutter.package_name }}.storage import resolve_location
+        from {{ cookiecutter.package_name }}.storage.checkpoint import batch_ends
+        from {{ cookiecutter.package_name }}.storage.files import resolve_location
 
         from ..readback import read_positions, read_published
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .config import JobConfig
-from .kafka_client import cluster_topics, librdkafka_config
+from ..config import JobConfig
+from .client import cluster_topics, librdkafka_config
 
 
 def create_topics(config: JobConfig, partitions: int) -> list[str]:

@@ -9,7 +9,7 @@ import os
 import time
 from datetime import datetime
 
-from .logs import event
+from ..observability.logs import event
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .failures import ConfigError, JobFailure, Outcome
+from ..failures import ConfigError, JobFailure, Outcome
 
 S3_SCHEMES = ("s3://", "s3a://")
 # What each setting is called by the AWS SDKs (pyarrow, boto3) and by Hadoop's S3A connector.

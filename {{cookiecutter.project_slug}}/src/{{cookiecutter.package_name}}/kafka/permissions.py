@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
-from .failures import ConfigError, Outcome, kafka_outcome
-from .kafka_client import librdkafka_config
+from ..failures import ConfigError, Outcome, kafka_outcome
+from .client import librdkafka_config
 
 # Kafka's ACL operations each topic needs (DESCRIBE comes with any of them).
 SOURCE = frozenset({"READ"})

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .storage import exists, filesystem, read_bytes, write_atomic
+from .files import exists, filesystem, read_bytes, write_atomic
 
 HEARTBEAT = "driver-heartbeat.json"
 STOP_REQUEST = "stop-request.json"

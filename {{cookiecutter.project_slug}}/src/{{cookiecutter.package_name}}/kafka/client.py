@@ -38,7 +38,7 @@ def cluster_topics(bootstrap_servers: str, settings: Mapping[str, str] | None = 
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from .failures import ConfigError
+    from ..failures import ConfigError
 
     errors: list[str] = []
     admin = AdminClient(librdkafka_config(bootstrap_servers, settings, {

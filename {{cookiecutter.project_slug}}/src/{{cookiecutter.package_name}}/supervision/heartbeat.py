@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..driver_presence import ALIVE_WITHIN_SECONDS, HEARTBEAT, STOP_REQUEST, clear_stop_request, delete, read
-from ..storage import filesystem, write_atomic
+from ..storage.driver_presence import ALIVE_WITHIN_SECONDS, HEARTBEAT, STOP_REQUEST, clear_stop_request, delete, read
+from ..storage.files import filesystem, write_atomic
 
 HEARTBEAT_SECONDS = 5.0
 # A driver that could not write its heartbeat for this long stops itself: soon `savepoint create`

@@ -27,8 +27,8 @@ from confluent_kafka.admin import AdminClient
 from .. import failures
 from ..config import JobConfig
 from ..failures import KafkaUnreachable, Outcome, Tolerance, Verdict
-from ..kafka_client import librdkafka_config
-from .logs import event
+from ..kafka.client import librdkafka_config
+from ..observability.logs import event
 
 log = logging.getLogger(__name__)
 

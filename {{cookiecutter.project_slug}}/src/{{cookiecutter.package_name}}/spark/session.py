@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from ..storage.files import resolve_location
 from . import class_archive
 from .resolved_jars import RESOLUTION_SETTINGS, ResolvedJars
-from .storage import resolve_location
 
 SCALA_VERSION = "2.13"
 # The connector is pinned to the PySpark version: the two are one release of Spark. PySpark is
@@ -27,7 +27,7 @@ SCALA_VERSION = "2.13"
 SPARK_VERSION = "4.2.0"
 KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-CONF_DIR = Path(__file__).with_name("conf")
+CONF_DIR = Path(__file__).parent.parent / "conf"  # the package's conf/
 IVY_SETTINGS = CONF_DIR / "ivysettings.xml"
 LOG4J2_CONFIG = CONF_DIR / "log4j2.properties"
 LOG4J2_JSON_LAYOUT = CONF_DIR / "log4j2-json.properties"  # log_format = "json": over LOG4J2_CONFIG

@@ -11,17 +11,17 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from .. import checkpoint, object_store
-from .. import kafka_permissions as permissions
 from ..config import ConfigError, JobConfig
 from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
-from ..kafka_client import cluster_topics, librdkafka_config
+from ..kafka import permissions
+from ..kafka.client import cluster_topics, librdkafka_config
 from ..pipeline.parsing import event_schema
 from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
 from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
 from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms, transactional_ids
 from ..sink.sink_log import SinkLog
-from ..storage import resolve_location
+from ..storage import checkpoint, object_store
+from ..storage.files import resolve_location
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from .. import checkpoint
 from ..config import JobConfig
-from ..driver_presence import running_driver
-from ..kafka_client import librdkafka_config
+from ..kafka.client import librdkafka_config
 from ..sink.sink_log import SinkLog
-from ..storage import resolve_location
+from ..storage import checkpoint
+from ..storage.driver_presence import running_driver
+from ..storage.files import resolve_location
 
 
 def input_lag(config: JobConfig, committed: dict[str, int]) -> dict[str, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .storage import exists, filesystem, list_names, read_bytes
+from .files import exists, filesystem, list_names, read_bytes
 
 
 def _batch_ids(location: str, directory: str) -> list[int]:

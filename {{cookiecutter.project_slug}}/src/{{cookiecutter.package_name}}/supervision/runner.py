@@ -20,16 +20,17 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from .. import failures
 from ..config import JobConfig, RestartStrategyKind
 from ..failures import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable, Outcome
+from ..observability import metrics
+from ..observability.logs import event
 from ..savepoints import Origin
 from ..sink import KafkaSink
 from ..sink.coordinator import Published
-from ..storage import resolve_location
-from . import metrics, preflight
+from ..startup import preflight
+from ..startup.startup import StartupTimes
+from ..storage.files import resolve_location
 from .heartbeat import Heartbeat
-from .logs import event
 from .outage import OutageTolerance
 from .progress_reports import ProgressReports
-from .startup import StartupTimes
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The operators' commands that look at a job from outside it: `status` (status.py)."""
