@@ -1,7 +1,7 @@
 """The import graph: the job and its development tools stay apart (the tools are a package of their
 own, `{{ cookiecutter.package_name }}_tools`, which the job never imports and its wheel does not hold); the
-sink is a sink of Kafka records that knows nothing of the aggregation; the light commands never
-import PySpark."""
+job's packages are layers that import only downwards; the sink is a sink of Kafka records that
+knows nothing of the aggregation; the light commands never import PySpark."""
 
 from __future__ import annotations
 
@@ -19,6 +19,24 @@ VERSION = {{ cookiecutter.package_name }}.__version__
 PIPELINE_MODULES = ("job", "pipeline")  # the query and its steps
 # Commands that only read the configuration or the checkpoint: they must start fast.
 LIGHT_COMMANDS = ("config",)
+# The job's top-level modules and packages, in layers from the bottom: a module imports from its own
+# layer or those below it, never from one above. `__init__` is the package itself (its version).
+LAYERS = (
+    ("__init__", "errors", "failures", "identifiers"),
+    ("config",),
+    ("observability",),  # logs and metrics, which every layer above may use
+    ("storage", "kafka", "spark"),
+    ("pipeline", "sink"),
+    ("savepoints",),
+    ("operations",),  # status
+    ("startup",),
+    ("supervision",),
+    ("job",),
+    ("cli", "__main__"),
+)
+# Of one layer, yet neither imports the other.
+APART = (("pipeline", "sink"),)
+TOP_LEVEL_MODULES_AT_MOST = 10
 
 
 TOOLS = "{{ cookiecutter.package_name }}_tools"
@@ -109,6 +127,33 @@ def test_the_jobs_import_graph_has_no_cycle() -> None:
 
     for module in sorted(graph):
         visit(module)
+
+
+def _top(module: str) -> str:
+    """The top-level module or package a module of the job belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_import_points_down_the_layers() -> None:
+    layer = {name: level for level, names in enumerate(LAYERS) for name in names}
+    graph = _import_graph()
+    unplaced = sorted({_top(module) for module in graph} - set(layer))
+    assert not unplaced, f"top-level modules or packages in no layer of LAYERS: {unplaced}"
+    offenders = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            low, high = _top(module), _top(target)
+            if layer[high] > layer[low]:
+                offenders.append(f"{module} imports {target}: {low} is below {high}")
+            elif (low, high) in APART or (high, low) in APART:
+                offenders.append(f"{module} imports {target}: {low} and {high} stay apart")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_package_keeps_few_modules_at_its_top() -> None:
+    modules = sorted(path.name for path in PACKAGE_DIR.glob("*.py"))
+    assert len(modules) <= TOP_LEVEL_MODULES_AT_MOST, f"{len(modules)} modules at the top: {modules}"
 
 
 def test_the_sink_imports_nothing_of_the_pipeline() -> None:
