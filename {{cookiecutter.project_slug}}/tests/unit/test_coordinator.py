@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from {{ cookiecutter.package_name }}.checkpoint import offsets_digest
 from {{ cookiecutter.package_name }}.runtime import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
@@ -293,7 +294,7 @@ def test_a_marker_at_the_batch_from_other_source_offsets_is_a_checkpoint_behind_
     pool.shards[0].published_offsets = "0123456789abcdef"
     with pytest.raises(CheckpointBehindOutput, match="already published batch 3 from other source offsets"):
         commit_batch(settings, batch(), 3, pool)
-    pool.shards[0].published_offsets = coordinator.offsets_digest({"sources": [{"events": {"0": 10}}]})
+    pool.shards[0].published_offsets = offsets_digest({"sources": [{"events": {"0": 10}}]})
     assert commit_batch(settings, batch(), 3, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
@@ -307,7 +308,7 @@ def test_a_published_batch_carries_its_source_offsets_in_its_marker(settings, po
     (transaction,) = pool.shards[0].producer.committed
     marker = json.loads(transaction[-1][2])
     assert marker["format"] == 1 and marker["batch_id"] == 0
-    assert marker["source_offsets"] == coordinator.offsets_digest({"sources": [{"events": {"0": 7}}]})
+    assert marker["source_offsets"] == offsets_digest({"sources": [{"events": {"0": 7}}]})
     assert pool.shards[0].published_offsets == marker["source_offsets"]
 
 

@@ -159,13 +159,14 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
             f"already published batch {newest}: the checkpoint is older than the output (restored from a copy?). "
             "Use the checkpoint the job last ran with, or start afresh with a new sink_id and a new checkpoint.")
     entry = SinkLog(location, config.sink_id).read(newest) if newest >= 0 else None
-    if entry is None or not entry.source_offsets:
+    if entry is None or not entry.source_offsets.sources:
         return
-    offsets = {"sources": checkpoint.batch_offsets(location, newest)}
+    offsets = checkpoint.SourceOffsets.of_batch(location, newest)
     if entry.source_offsets != offsets:
         raise ConfigError(
-            "checkpoint_location", f"batch {newest} was published from source offsets {entry.source_offsets}, but "
-            f"{location}/offsets/{newest} says {offsets}: the checkpoint is not the one the job published from.")
+            "checkpoint_location", f"batch {newest} was published from source offsets "
+            f"{entry.source_offsets.to_json()}, but {location}/offsets/{newest} says {offsets.to_json()}: the "
+            "checkpoint is not the one the job published from.")
 
 
 def check_sink_identity(config: JobConfig) -> None:

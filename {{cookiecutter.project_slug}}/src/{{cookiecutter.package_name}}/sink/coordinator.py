@@ -33,18 +33,17 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from ..checkpoint import batch_offsets
+from ..checkpoint import SourceOffsets
 from ..runtime import metrics
 from ..runtime.logs import event
 from . import faults
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
-from .marker import marker_key, marker_value, offsets_digest
+from .marker import marker_key, marker_value
 from .producers import CommitShard, ProducerPool
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
@@ -119,11 +118,11 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
             transactional_ids=[shard.transactional_id for shard in shards],
             records_per_shard=records.rows_per_shard,
             digests_per_shard=[f"{d:016x}" for d in records.digests],
-            source_offsets={"sources": batch_offsets(settings.checkpoint, batch_id)},
+            source_offsets=SourceOffsets.of_batch(settings.checkpoint, batch_id),
             records=total_rows(records),
             prepared_at=time.time(),
         )
-        offsets = offsets_digest(entry.source_offsets)
+        offsets = entry.source_offsets.digest()
         check_markers_not_ahead(settings, shards, batch_id, offsets)
         if previous is not None:
             compare_rerun(settings, previous, entry, [s.shard for s in shards if s.published == batch_id])
@@ -210,7 +209,7 @@ def check_offsets_forward(previous: LogEntry | None, entry: LogEntry) -> None:
     be read from another topic's history (a topic deleted and created again)."""
     if previous is None or previous.batch_id >= entry.batch_id:
         return
-    problems = offsets_going_back(previous.source_offsets.get("sources", []), entry.source_offsets.get("sources", []))
+    problems = entry.source_offsets.going_back_from(previous.source_offsets)
     if problems:
         raise SourceOffsetsWentBack(
             f"batch {entry.batch_id}: its source offsets go back from batch {previous.batch_id}'s: "
@@ -218,30 +217,11 @@ def check_offsets_forward(previous: LogEntry | None, entry: LogEntry) -> None:
             "on a new checkpoint_location (with starting_offsets where it should begin) and a new sink_id.")
 
 
-def offsets_going_back(before: list[Any], after: list[Any]) -> list[str]:
-    """Per Kafka source ({"<topic>": {"<partition>": offset}}), each partition whose offset is lower
-    in `after` than in `before`, or missing from it. Sources of other kinds are not compared."""
-    problems = []
-    for earlier, later in zip(before, after, strict=False):
-        if not (isinstance(earlier, dict) and isinstance(later, dict)):
-            continue
-        for topic, partitions in earlier.items():
-            if not isinstance(partitions, dict):
-                continue
-            now = later.get(topic)
-            for partition, offset in partitions.items():
-                if not isinstance(now, dict) or partition not in now:
-                    problems.append(f"{topic}/{partition} (at {offset}) is gone")
-                elif int(now[partition]) < int(offset):
-                    problems.append(f"{topic}/{partition} went back from {offset} to {now[partition]}")
-    return problems
-
-
 def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int,
             source_offsets: str = "") -> Counter[str]:
     """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
     transaction that Kafka aborted for a transient reason is tried again in place. Returns the
-    records published per topic. `source_offsets`: the batch's, as marker.offsets_digest gives them."""
+    records published per topic. `source_offsets`: the digest of the batch's (SourceOffsets.digest)."""
     for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
         try:
             published = _transaction(settings, shard, records, batch_id, source_offsets)

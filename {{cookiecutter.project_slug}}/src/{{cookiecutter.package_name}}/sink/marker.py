@@ -5,7 +5,6 @@ and "the marker says N" are one atomic fact."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -48,20 +47,17 @@ def shard_of(key: bytes, sink_id: str) -> int | None:
 
 
 def marker_value(sink_id: str, shard: int, batch_id: int, records: int, source_offsets: str = "") -> bytes:
-    """`source_offsets`: offsets_digest of the batch's source offsets, which tell a re-run of the
+    """`source_offsets`: the digest of the batch's source offsets (SourceOffsets.digest), which tell a re-run of the
     batch (the same offsets) from another batch of the same id (a checkpoint older than the output)."""
     return json.dumps({"format": MARKER_FORMAT, "sink_id": sink_id, "shard": shard, "batch_id": batch_id,
                        "records": records, "source_offsets": source_offsets, "at": time.time()}).encode()
 
 
-def offsets_digest(source_offsets: object) -> str:
-    return hashlib.sha256(json.dumps(source_offsets, sort_keys=True).encode()).hexdigest()[:16]
-
-
 @dataclass(frozen=True)
 class Marker:
     batch_id: int
-    source_offsets: str  # offsets_digest of the batch's source offsets; "" in markers written before it was kept
+    # The digest of the batch's source offsets (SourceOffsets.digest); "" in markers written before it was kept.
+    source_offsets: str
 
 
 def parse_marker(value: bytes, topic: str) -> Marker:

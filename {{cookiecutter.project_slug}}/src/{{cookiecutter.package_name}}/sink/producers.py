@@ -34,7 +34,7 @@ class CommitShard:
         # only after that is the marker a settled fact.
         self.producer.init_transactions(settings.commit_timeout_seconds)
         self.published = NO_BATCH
-        self.published_offsets = ""  # the digest of the published batch's source offsets (marker.offsets_digest)
+        self.published_offsets = ""  # the digest of the published batch's source offsets (SourceOffsets.digest)
 
 
 class ProducerPool:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
 from .. import object_store
+from ..checkpoint import SourceOffsets
 from ..storage import exists, filesystem, list_names, read_bytes, write_atomic
 from .formats import UnknownFormat, check_format
 
@@ -47,7 +48,7 @@ class LogEntry:
     # Per shard, an order-independent digest of its records (batch_records.digests): a re-run of
     # the batch is compared with the first attempt by count and digest.
     digests_per_shard: list[str] = field(default_factory=list)
-    source_offsets: dict[str, Any] = field(default_factory=dict)
+    source_offsets: SourceOffsets = field(default_factory=SourceOffsets)
     records: int = 0
     prepared_at: float | None = None
     committed_at: float | None = None
@@ -66,13 +67,17 @@ class LogEntry:
         self.committed_at = at
 
     def to_json(self) -> bytes:
-        return json.dumps({**asdict(self), "status": self.status.value}, indent=1, sort_keys=True).encode()
+        fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps({**fields_, "status": self.status.value, "source_offsets": self.source_offsets.to_json()},
+                          indent=1, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes, where: str = "sink log entry") -> LogEntry:
-        fields = json.loads(data)
-        check_format(where, fields.get("format"), LOG_FORMAT)
-        return cls(**fields)
+        fields_ = json.loads(data)
+        check_format(where, fields_.get("format"), LOG_FORMAT)
+        if "source_offsets" in fields_:
+            fields_["source_offsets"] = SourceOffsets.from_json(fields_["source_offsets"])
+        return cls(**fields_)
 
 
 class SinkLogConflict(RuntimeError):
