@@ -4,6 +4,7 @@ the driver: a heartbeat that cannot die silently, a restart that waits out a Kaf
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -17,7 +18,7 @@ from {{ cookiecutter.package_name }}.runtime.heartbeat import Heartbeat
 from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat
 from {{ cookiecutter.package_name }}.sink.marker import marker_key, marker_value, parse_marker, shard_of
 from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettings, check_and_pin, read_pinned
-from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, InvalidTransition, LogEntry, SinkLog
+from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
 
 def test_marker_log_entry_and_pinned_settings_carry_their_format_version(tmp_path):
@@ -57,11 +58,12 @@ def test_an_unknown_version_is_refused_naming_where_and_both_versions(tmp_path):
 def test_a_log_entry_moves_from_prepared_to_committed_and_nowhere_else():
     entry = LogEntry(batch_id=4, status="prepared", transactional_ids=["t"])
     assert entry.status is PREPARED
-    entry.mark_committed(time.time())
-    assert entry.status is COMMITTED and entry.committed_at is not None
-    entry.status = COMMITTED  # staying committed is no move
-    with pytest.raises(InvalidTransition, match="batch 4 cannot go from committed to prepared"):
-        entry.status = PREPARED
+    committed = entry.committed(time.time())
+    assert committed.status is COMMITTED and committed.committed_at is not None
+    assert entry.status is PREPARED and entry.committed_at is None  # a value: the next entry is another one
+    assert committed.committed(time.time()) is committed  # staying committed is no move
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        committed.status = PREPARED  # type: ignore[misc]
     with pytest.raises(ValueError):
         LogEntry(batch_id=5, status="published", transactional_ids=["t"])
 

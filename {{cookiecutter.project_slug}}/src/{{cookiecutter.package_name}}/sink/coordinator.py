@@ -138,7 +138,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
             for shard in pending:
                 published += publish(settings, shard, records, batch_id, offsets)
         # Step 5.
-        entry.mark_committed(time.time())
+        entry = entry.committed(time.time())
         log_.write(entry)
         faults.maybe_crash(faults.AFTER_LOG_COMMITTED, batch_id)
     except Exception as error:

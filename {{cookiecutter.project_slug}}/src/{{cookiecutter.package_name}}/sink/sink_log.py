@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any
 
 from .. import object_store
 from ..checkpoint import SourceOffsets
@@ -35,12 +34,10 @@ PREPARED = Status.PREPARED
 COMMITTED = Status.COMMITTED
 
 
-class InvalidTransition(RuntimeError):
-    """A log entry asked to move other than prepared -> committed."""
-
-
-@dataclass
+@dataclass(frozen=True)
 class LogEntry:
+    """A value: its one move, prepared -> committed, gives the next entry (`committed`)."""
+
     batch_id: int
     status: Status
     transactional_ids: list[str]
@@ -54,17 +51,12 @@ class LogEntry:
     committed_at: float | None = None
     format: int = LOG_FORMAT
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "status":  # prepared -> committed is the only move; a committed batch stays committed
-            value = Status(value)
-            current = self.__dict__.get("status")
-            if current is not None and current is not value and not (current is PREPARED and value is COMMITTED):
-                raise InvalidTransition(f"sink log: batch {self.batch_id} cannot go from {current} to {value}")
-        super().__setattr__(name, value)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))  # a status the log does not know is refused
 
-    def mark_committed(self, at: float) -> None:
-        self.status = COMMITTED
-        self.committed_at = at
+    def committed(self, at: float) -> LogEntry:
+        """The entry once every shard's transaction committed; a committed entry stays as it is."""
+        return self if self.status is COMMITTED else replace(self, status=COMMITTED, committed_at=at)
 
     def to_json(self) -> bytes:
         fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
