@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import Producer
 
-from ..kafka_client import librdkafka_config, quiet_client_logs
+from ..kafka_client import ClientConfig, librdkafka_config, quiet_client_logs
 from .marker import NO_BATCH, ForeignTransactionWait, ensure_marker_topic, read_marker_values
 from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms
 
@@ -19,17 +19,7 @@ class CommitShard:
     def __init__(self, settings: SinkSettings, shard: int) -> None:
         self.shard = shard
         self.transactional_id = settings.transactional_id(shard)
-        self.producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
-            "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_097_151,
-            "compression.type": "lz4",
-            "partitioner": PARTITIONER,
-            **quiet_client_logs(__name__),
-        }))
+        self.producer = Producer(producer_config(settings, shard))
         # Fences any older producer with this id and completes or aborts its open transaction;
         # only after that is the marker a settled fact.
         self.producer.init_transactions(settings.commit_timeout_seconds)
@@ -92,14 +82,23 @@ class ProducerPool:
             shard.producer.flush(0)
 
 
+def producer_config(settings: SinkSettings, shard: int) -> ClientConfig:
+    """The configuration of shard `shard`'s transactional producer, for the sink and for `fence`."""
+    return librdkafka_config(settings.bootstrap_servers, settings.client, {
+        "transactional.id": settings.transactional_id(shard),
+        "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2_097_151,
+        "compression.type": "lz4",
+        "partitioner": PARTITIONER,
+        **quiet_client_logs(__name__),
+    })
+
+
 def fence(settings: SinkSettings) -> None:
     """Take over every shard's transactional id once and let go: whatever transaction a stopped
     or killed driver left open is aborted (init_transactions), so its markers are settled."""
     for shard in range(settings.shards):
-        producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
-            "transactional.id": settings.transactional_id(shard),
-            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
-            **quiet_client_logs(__name__),
-        }))
-        producer.init_transactions(settings.commit_timeout_seconds)
-        producer.flush(0)
+        CommitShard(settings, shard).producer.flush(0)
