@@ -28,6 +28,7 @@ from {{ cookiecutter.package_name }}.sink.coordinator import (
     commit_batch,
 )
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
+from {{ cookiecutter.package_name }}.sink.recovery import ShardRecovery
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
@@ -81,12 +82,14 @@ class FakeProducer:
 
 
 class FakeShard:
-    def __init__(self, settings: SinkSettings, shard: int, published: int = NO_BATCH, **fail: list[Exception]):
+    """A started shard: its producer, and its state (what its marker said, then what it committed)."""
+
+    def __init__(self, settings: SinkSettings, shard: int, published: int = NO_BATCH, offsets: str = "",
+                 **fail: list[Exception]):
         self.shard = shard
         self.transactional_id = settings.transactional_id(shard)
         self.producer = FakeProducer(fail=dict(fail))
-        self.published = published
-        self.published_offsets = ""
+        self.state = ShardRecovery(shard, self.transactional_id, published, offsets)
 
 
 @pytest.fixture
@@ -105,6 +108,12 @@ class FakePool:
 
     def shards_for(self, settings: SinkSettings, _stopping: object = None) -> list[FakeShard]:
         return [self.shards[i] for i in range(settings.shards)]
+
+    def recovered(self, settings: SinkSettings) -> list[ShardRecovery]:
+        return [self.shards[i].state for i in range(settings.shards)]
+
+    def record(self, _settings: SinkSettings, state: ShardRecovery) -> None:
+        self.shards[state.shard].state = state  # kept through reset(): what the marker now says
 
     def reset(self) -> None:
         self.resets += 1
@@ -134,7 +143,7 @@ def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_commit
     assert pool.shards[0].producer.calls.count("begin") == 1 and pool.shards[0].producer.calls.count("commit") == 1
     (transaction,) = pool.shards[0].producer.committed
     assert records_of(transaction) == ["out"] * 6 + [MARKERS]
-    assert pool.shards[0].published == 4
+    assert pool.shards[0].state.batch_id == 4
     assert SinkLog(settings.checkpoint, settings.sink_id).read(4).status == COMMITTED
 
 
@@ -202,7 +211,7 @@ def test_aborts_past_the_retries_fail_the_batch_and_forget_the_producers(setting
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True) for _ in range(retries + 1)])
     with pytest.raises(CommitFailed, match=f"aborted {retries + 1} times"):
         commit_batch(settings, batch(), 0, pool)
-    assert pool.shards[0].producer.committed == [] and pool.shards[0].published == NO_BATCH
+    assert pool.shards[0].producer.committed == [] and pool.shards[0].state.batch_id == NO_BATCH
     assert pool.resets == 1
     assert SinkLog(settings.checkpoint, settings.sink_id).read(0).status == PREPARED
 
@@ -290,11 +299,10 @@ def test_a_marker_at_the_batch_from_other_source_offsets_is_a_checkpoint_behind_
     offsets = tmp_path / "checkpoint" / "offsets"
     offsets.mkdir(parents=True)
     (offsets / "3").write_text('v1\n{}\n{"events":{"0":10}}\n')
-    pool.shards[0] = FakeShard(settings, 0, published=3)
-    pool.shards[0].published_offsets = "0123456789abcdef"
+    pool.shards[0] = FakeShard(settings, 0, published=3, offsets="0123456789abcdef")
     with pytest.raises(CheckpointBehindOutput, match="already published batch 3 from other source offsets"):
         commit_batch(settings, batch(), 3, pool)
-    pool.shards[0].published_offsets = offsets_digest({"sources": [{"events": {"0": 10}}]})
+    pool.shards[0] = FakeShard(settings, 0, published=3, offsets=offsets_digest({"sources": [{"events": {"0": 10}}]}))
     assert commit_batch(settings, batch(), 3, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
@@ -309,7 +317,7 @@ def test_a_published_batch_carries_its_source_offsets_in_its_marker(settings, po
     marker = json.loads(transaction[-1][2])
     assert marker["format"] == 1 and marker["batch_id"] == 0
     assert marker["source_offsets"] == offsets_digest({"sources": [{"events": {"0": 7}}]})
-    assert pool.shards[0].published_offsets == marker["source_offsets"]
+    assert pool.shards[0].state.source_offsets == marker["source_offsets"]
 
 
 def test_a_rerun_with_other_records_is_reported_naming_batch_and_shards(settings, pool, caplog):
@@ -319,7 +327,7 @@ def test_a_rerun_with_other_records_is_reported_naming_batch_and_shards(settings
     pool.shards[0], pool.shards[1] = FakeShard(settings, 0), FakeShard(settings, 1, commit=[kafka_error()])
     with pytest.raises(CommitFailed):
         commit_batch(settings, batch(rows=4, shards=2), 5, pool)  # shard 0 committed, shard 1 failed
-    assert pool.shards[0].published == 5
+    assert pool.shards[0].state.batch_id == 5
     before = metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit")
     entry = commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5, pool).entry
     assert entry.status == COMMITTED
