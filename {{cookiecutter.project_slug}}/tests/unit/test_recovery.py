@@ -5,6 +5,8 @@ broker in tests/integration/."""
 
 from __future__ import annotations
 
+import pytest
+
 from {{ cookiecutter.package_name }}.checkpoint import SourceOffsets
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH, Marker
 from {{ cookiecutter.package_name }}.sink.recovery import (
@@ -127,3 +129,25 @@ def test_source_offsets_are_parsed_once_and_keep_what_spark_wrote(tmp_path):
     # The digest markers carry is the one earlier versions of the job wrote.
     assert offsets.digest() == "759ff271f49811d8"
     assert SourceOffsets.of_batch(str(tmp_path), 4) == SourceOffsets()
+
+
+def test_the_start_up_check_asks_the_same_of_the_last_planned_batch(tmp_path, monkeypatch):
+    from {{ cookiecutter.package_name }}.config import ConfigError, load_config
+    from {{ cookiecutter.package_name }}.runtime import preflight
+
+    (tmp_path / "offsets").mkdir()
+    for batch_id in (0, 1):
+        (tmp_path / "offsets" / str(batch_id)).write_text('v1\n{}\n{"events":{"0":5}}\n')
+    digest = SourceOffsets.of_batch(str(tmp_path), 1).digest()
+    config = load_config(None, {"delivery_guarantee": "exactly-once", "checkpoint_location": str(tmp_path)},
+                         environ={})
+    found: dict[int, Marker] = {}
+    monkeypatch.setattr(preflight, "read_marker_values", lambda *args, **kwargs: found)
+    found.update({0: Marker(1, digest)})  # batch 1 published from these offsets: a re-run of it, if any
+    preflight.check_checkpoint_against_markers(config)
+    found.update({0: Marker(1, "0123456789abcdef")})
+    with pytest.raises(ConfigError, match=r"'checkpoint_location'.*published batch 1 from other source offsets"):
+        preflight.check_checkpoint_against_markers(config)
+    found.update({0: Marker(1, digest), 1: Marker(3, digest)})
+    with pytest.raises(ConfigError, match=r"'checkpoint_location'.*plans batches up to 1.*already published batch 3:"):
+        preflight.check_checkpoint_against_markers(config)
