@@ -15,10 +15,10 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from {{ cookiecutter.package_name }}.checkpoint import offsets_digest
+from {{ cookiecutter.package_name }}.checkpoint import SourceOffsets, offsets_digest
 from {{ cookiecutter.package_name }}.runtime import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator
-from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
+from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD, InlineRecords
 from {{ cookiecutter.package_name }}.sink.coordinator import (
     CheckpointBehindOutput,
     CommitFailed,
@@ -33,6 +33,7 @@ from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
 MARKERS = "markers"
+NO_OFFSETS = SourceOffsets().digest()  # what a marker names of a checkpoint without offsets/N (these tests')
 
 
 def kafka_error(code: int = KafkaError._STATE, *, fatal: bool = False, retriable: bool = False,
@@ -84,7 +85,7 @@ class FakeProducer:
 class FakeShard:
     """A started shard: its producer, and its state (what its marker said, then what it committed)."""
 
-    def __init__(self, settings: SinkSettings, shard: int, published: int = NO_BATCH, offsets: str = "",
+    def __init__(self, settings: SinkSettings, shard: int, published: int = NO_BATCH, offsets: str = NO_OFFSETS,
                  **fail: list[Exception]):
         self.shard = shard
         self.transactional_id = settings.transactional_id(shard)
@@ -131,6 +132,11 @@ def batch(rows: int = 3, shards: int = 1, value: bytes = b'{"key":"k","count":1}
     return table if shards == 1 else table.append_column(SHARD, pa.array([i % shards for i in range(rows)], pa.int32()))
 
 
+def digests_of(table: pa.Table) -> list[str]:
+    """The digests per shard a log entry keeps of these records (one shard)."""
+    return [f"{d:016x}" for d in InlineRecords.of(table, 1).digests]
+
+
 def records_of(transaction: list[tuple[str, bytes | None, bytes | None]]) -> list[str]:
     return [topic for topic, _key, _value in transaction]
 
@@ -164,7 +170,8 @@ def test_an_empty_batch_publishes_nothing(settings, pool):
 
 def test_a_batch_the_log_says_committed_is_not_published_again(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
-    done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], records_per_shard=[3], records=3)
+    done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], records_per_shard=[3],
+                    digests_per_shard=digests_of(batch()), records=3)
     SinkLog(settings.checkpoint, settings.sink_id).write(done)
     again = commit_batch(settings, batch(), 2, pool)
     assert again is not None and again.entry.status == COMMITTED and again.records_per_topic == {}
@@ -175,7 +182,8 @@ def test_a_batch_the_markers_say_published_only_marks_the_log(settings, pool):
     """The crash after the Kafka commit, before the log said committed: the marker decides."""
     pool.shards[0] = FakeShard(settings, 0, published=2)
     SinkLog(settings.checkpoint, settings.sink_id).write(
-        LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], records_per_shard=[3], records=3))
+        LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], records_per_shard=[3],
+                 digests_per_shard=digests_of(batch()), records=3))
     assert commit_batch(settings, batch(), 2, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls == []
 

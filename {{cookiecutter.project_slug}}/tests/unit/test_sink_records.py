@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.errors import GaveUp
 from {{ cookiecutter.package_name }}.runtime import preflight
 from {{ cookiecutter.package_name }}.runtime.heartbeat import Heartbeat
 from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat
-from {{ cookiecutter.package_name }}.sink.marker import marker_key, marker_value, parse_marker, shard_of
+from {{ cookiecutter.package_name }}.sink.marker import Marker, marker_key, marker_value, parse_marker, shard_of
 from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettings, check_and_pin, read_pinned
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
@@ -29,16 +29,21 @@ def test_marker_log_entry_and_pinned_settings_carry_their_format_version(tmp_pat
     assert json.loads((tmp_path / FILE).read_text())["format"] == 1
 
 
-def test_records_without_a_version_are_read_as_version_one(tmp_path):
-    assert parse_marker(b'{"sink_id": "s", "shard": 0, "batch_id": 7, "records": 1}', "m").batch_id == 7
+def test_records_without_a_version_are_refused(tmp_path):
+    """Every version of the job wrote one: a record without it was not written by the job."""
+    with pytest.raises(UnknownFormat, match=r"marker in topic 'm': format version None, but this job reads version 1"):
+        parse_marker(b'{"sink_id": "s", "shard": 0, "batch_id": 7, "records": 1}', "m")
     log = SinkLog(str(tmp_path), "s")
     (tmp_path / "sinks" / "s" / "log").mkdir(parents=True)
     (tmp_path / "sinks" / "s" / "log" / "2.json").write_text(json.dumps(
         {"batch_id": 2, "status": "committed", "transactional_ids": ["t"], "records_per_shard": [3]}))
-    assert log.read(2).status is COMMITTED
+    with pytest.raises(UnknownFormat, match=r"sinks/s/log/2\.json: format version None"):
+        log.read(2)
     (tmp_path / FILE).write_text(json.dumps({"sink_id": "s", "marker_topic": "m", "transactional_id_prefix": "p",
                                              "commit_shards": 1}))
-    assert read_pinned(str(tmp_path)) == PinnedSettings("s", "m", "p", 1)
+    with pytest.raises(UnknownFormat, match=rf"{FILE}: format version None"):
+        read_pinned(str(tmp_path))
+    assert parse_marker(marker_value("s", 0, 7, 1, "0123456789abcdef"), "m") == Marker(7, "0123456789abcdef")
 
 
 def test_an_unknown_version_is_refused_naming_where_and_both_versions(tmp_path):

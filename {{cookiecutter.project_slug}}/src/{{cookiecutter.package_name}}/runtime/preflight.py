@@ -164,7 +164,7 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
             "with, or start afresh with a new sink_id and a new checkpoint.")
     newest = max((marker.batch_id for marker in markers.values()), default=-1)
     entry = SinkLog(location, config.sink_id).read(newest) if newest >= 0 else None
-    if entry is None or not entry.source_offsets.sources:
+    if entry is None:
         return
     offsets = checkpoint.SourceOffsets.of_batch(location, newest)
     if entry.source_offsets != offsets:

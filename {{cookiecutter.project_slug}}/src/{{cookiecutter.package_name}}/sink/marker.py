@@ -24,8 +24,7 @@ from .formats import check_format
 log = logging.getLogger(__name__)
 
 NO_BATCH = -1
-# The marker value's layout; a reader refuses a marker of a version it does not know. A marker
-# without the field was written before it existed, in the layout of version 1.
+# The marker value's layout; a reader refuses a marker of a version it does not know.
 MARKER_FORMAT = 1
 
 
@@ -56,15 +55,14 @@ def marker_value(sink_id: str, shard: int, batch_id: int, records: int, source_o
 @dataclass(frozen=True)
 class Marker:
     batch_id: int
-    # The digest of the batch's source offsets (SourceOffsets.digest); "" in markers written before it was kept.
-    source_offsets: str
+    source_offsets: str  # the digest of the batch's source offsets (SourceOffsets.digest)
 
 
 def parse_marker(value: bytes, topic: str) -> Marker:
     """A marker value; one of an unknown layout is refused, not guessed at."""
     marker = json.loads(value)
     check_format(f"batch marker in topic {topic!r}", marker.get("format"), MARKER_FORMAT)
-    return Marker(int(marker["batch_id"]), str(marker.get("source_offsets", "")))
+    return Marker(int(marker["batch_id"]), str(marker["source_offsets"]))
 
 
 class MarkerTopicUnfit(ValueError):

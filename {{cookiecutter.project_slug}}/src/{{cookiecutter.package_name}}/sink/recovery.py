@@ -54,8 +54,7 @@ def markers_ahead(planned: int, source_offsets: str, markers: Mapping[int, Marke
     a copy, or a second checkpoint under the same sink id). The coordinator asks it of the batch
     it publishes, the start-up check (preflight) of the checkpoint's last planned batch."""
     return {shard: marker for shard, marker in sorted(markers.items())
-            if marker.batch_id > planned
-            or (marker.batch_id == planned and marker.source_offsets not in ("", source_offsets))}
+            if marker.batch_id > planned or (marker.batch_id == planned and marker.source_offsets != source_offsets)}
 
 
 @dataclass(frozen=True)
@@ -114,8 +113,6 @@ def decide(batch_id: int, figures: BatchFigures, previous: LogEntry | None, befo
 def rerun_mismatch(first: LogEntry, rerun: BatchFigures) -> tuple[int, ...]:
     """A re-run of batch N computes from the same offsets and state, so a deterministic query
     gives the same records: the shards whose row count or digest differ from the first attempt's."""
-    first_digests: Sequence[str | None] = first.digests_per_shard or [None] * len(first.records_per_shard)
-    return tuple(shard for shard, (rows, digest) in enumerate(zip(rerun.rows_per_shard, rerun.digests_per_shard,
-                                                                  strict=True))
-                 if shard >= len(first.records_per_shard) or rows != first.records_per_shard[shard]
-                 or first_digests[shard] not in (None, digest))  # no digest in the first: rows only
+    first_figures = list(zip(first.records_per_shard, first.digests_per_shard, strict=True))
+    return tuple(shard for shard, figures in enumerate(zip(rerun.rows_per_shard, rerun.digests_per_shard, strict=True))
+                 if shard >= len(first_figures) or figures != first_figures[shard])

@@ -20,8 +20,7 @@ def sink_dir(sink_id: str) -> str:
     return f"sinks/{sink_id}"
 
 
-# The entry's layout; a reader refuses an entry of a version it does not know. An entry without
-# the field was written before it existed, in the layout of version 1.
+# The entry's layout; a reader refuses an entry of a version it does not know.
 LOG_FORMAT = 1
 
 
@@ -67,9 +66,7 @@ class LogEntry:
     def from_json(cls, data: bytes, where: str = "sink log entry") -> LogEntry:
         fields_ = json.loads(data)
         check_format(where, fields_.get("format"), LOG_FORMAT)
-        if "source_offsets" in fields_:
-            fields_["source_offsets"] = SourceOffsets.from_json(fields_["source_offsets"])
-        return cls(**fields_)
+        return cls(**{**fields_, "source_offsets": SourceOffsets.from_json(fields_["source_offsets"])})
 
 
 class SinkLogConflict(RuntimeError):
