@@ -22,6 +22,8 @@ from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, S
 from {{ cookiecutter.package_name }}.sink.coordinator import (
     CheckpointBehindOutput,
     CommitFailed,
+    InvariantBroken,
+    MarkersWentBack,
     ProducerFenced,
     RecordRejected,
     SourceOffsetsWentBack,
@@ -299,6 +301,20 @@ def test_a_marker_past_the_batch_fails_it_and_publishes_nothing(settings, pool):
         commit_batch(settings, batch(rows=4, shards=2), 4, pool)
     assert pool.shards[0].producer.calls == [] and pool.shards[1].producer.calls == []
     assert SinkLog(settings.checkpoint, settings.sink_id).read(4) is None
+
+
+def test_markers_that_went_back_fail_the_batch_for_good_saying_what_was_read_and_what_to_do(settings, pool):
+    """A shard's marker named batch 9, a later one batch 6: another writer wrote them."""
+    settings = replace(settings, shards=2)
+    pool.shards[0], pool.shards[1] = FakeShard(settings, 0, published=6), FakeShard(settings, 1, published=9)
+    pool.shards[1].state = replace(pool.shards[1].state, went_back_to=6)
+    with pytest.raises(MarkersWentBack, match=r"shard 1's batch markers in 'markers' went back: one said batch 9 was "
+                                              r"published, a later one batch 6\. .*Nothing was published\. Stop any "
+                                              r"other job with sink_id 'unit'"):
+        commit_batch(settings, batch(rows=4, shards=2), 7, pool)
+    assert pool.shards[0].producer.calls == [] and pool.shards[1].producer.calls == []
+    assert SinkLog(settings.checkpoint, settings.sink_id).read(7) is None
+    assert issubclass(MarkersWentBack, InvariantBroken)
 
 
 def test_a_marker_at_the_batch_from_other_source_offsets_is_a_checkpoint_behind_the_output(settings, pool, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from {{ cookiecutter.package_name }}.checkpoint import SourceOffsets
+from {{ cookiecutter.package_name }}.sink.coordinator import MarkersWentBack
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH, Marker
 from {{ cookiecutter.package_name }}.sink.recovery import (
     Action,
@@ -104,6 +105,13 @@ def test_a_rerun_with_other_figures_is_reported_not_refused():
     assert decide(N, FIGURES, entry(), BEFORE, shards(N, N - 1)).rerun_mismatch == ()
 
 
+def test_markers_that_went_back_stop_the_batch_whatever_else_holds():
+    went_back = [ShardRecovery(0, "t-0", N), ShardRecovery(1, "t-1", N + 2, "x", went_back_to=N - 3)]
+    assert decide(N, FIGURES, entry(status=COMMITTED), BEFORE, went_back) == Decision(
+        Action.MARKERS_WENT_BACK, shards=(1,))
+    assert ShardRecovery.of_marker(1, "t-1", Marker(9, "x", went_back_to=4)).went_back_to == 4
+
+
 def test_the_checkpoint_older_than_the_output_check_is_one_for_the_coordinator_and_the_start_up_check():
     """markers_ahead over a shard's marker as read (preflight) or as its state (the coordinator)."""
     digest = OFFSETS.digest()
@@ -150,4 +158,8 @@ def test_the_start_up_check_asks_the_same_of_the_last_planned_batch(tmp_path, mo
         preflight.check_checkpoint_against_markers(config)
     found.update({0: Marker(1, digest), 1: Marker(3, digest)})
     with pytest.raises(ConfigError, match=r"'checkpoint_location'.*plans batches up to 1.*already published batch 3:"):
+        preflight.check_checkpoint_against_markers(config)
+    found.update({0: Marker(1, digest, went_back_to=0), 1: Marker(1, digest)})
+    with pytest.raises(MarkersWentBack, match=r"shard 0's batch markers in .* went back: one said batch 1 was "
+                                              r"published, a later one batch 0"):
         preflight.check_checkpoint_against_markers(config)

@@ -17,9 +17,10 @@ from ..config import ConfigError, JobConfig
 from ..errors import GaveUp
 from ..job import event_schema
 from ..kafka_client import cluster_topics, librdkafka_config
+from ..sink.coordinator import markers_went_back
 from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_marker_values, read_markers
 from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
-from ..sink.recovery import markers_ahead
+from ..sink.recovery import markers_ahead, markers_gone_back
 from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms, transactional_ids
 from ..sink.sink_log import SinkLog
 from ..storage import resolve_location
@@ -154,6 +155,9 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
     # the coordinator's init_transactions aborts it; the coordinator reads settled markers then.
     markers = read_marker_values(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka,
                                  settled=False)
+    if gone_back := markers_gone_back(markers):
+        shard, marker = next(iter(gone_back.items()))
+        raise markers_went_back(config.sink_id, config.marker_topic, shard, marker)
     last = planned[-1]
     if ahead := markers_ahead(last, checkpoint.SourceOffsets.of_batch(location, last).digest(), markers):
         newest = max(marker.batch_id for marker in ahead.values())

@@ -11,6 +11,7 @@ on batch N must become visible exactly once, whatever crashes.
             crash: it publishes nothing again. A marker past N (or at N from other source
             offsets) is an error, never a skip: Spark plans N+1 only after N's commit, so a
             marker ahead means this checkpoint is older than the output (CheckpointBehindOutput).
+            So is a shard's marker that went back to a lower batch (MarkersWentBack).
             A re-run of N is compared with the first attempt's entry (rows and digest per
             shard), and the source offsets it records must not go back from the previous entry's.
     Step 2. Write the sink log entry for N, status `prepared`, before touching Kafka.
@@ -48,7 +49,7 @@ from . import faults
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
 from .marker import marker_key, marker_value
 from .producers import CommitShard, ProducerPool
-from .recovery import Action, BatchFigures, Decision, ShardRecovery, decide
+from .recovery import Action, BatchFigures, Decision, MarkerFacts, ShardRecovery, decide
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
@@ -88,6 +89,10 @@ class SourceOffsetsWentBack(InvariantBroken):
     """The batch's source offsets are behind the previous batch's, or a partition disappeared."""
 
 
+class MarkersWentBack(InvariantBroken):
+    """A shard's batch marker named a lower batch than an earlier marker of the shard had."""
+
+
 @dataclass(frozen=True)
 class Published:
     """What commit_batch did for a batch: its log entry (committed), the records it published per
@@ -120,6 +125,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
         recovered = pool.recovered(settings)
         previous, before = log_.read(batch_id), log_.latest_before(batch_id)
         decision = decide(batch_id, figures, previous, before, recovered)
+        check_markers_forward(settings, decision, recovered)
         check_markers_not_ahead(settings, batch_id, decision, recovered)
         if previous is not None:
             report_rerun_mismatch(settings, batch_id, previous, figures, decision)
@@ -163,6 +169,24 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
     if records.staged:
         forget_staged(settings.checkpoint, settings.sink_id, batch_id)
     return Published(entry, dict(published), seconds)
+
+
+def check_markers_forward(settings: SinkSettings, decision: Decision, recovered: list[ShardRecovery]) -> None:
+    """Each shard's markers move forward only (recovery.markers_gone_back)."""
+    if decision.action is Action.MARKERS_WENT_BACK:
+        state = recovered[decision.shards[0]]
+        raise markers_went_back(settings.sink_id, settings.marker_topic, state.shard, state)
+
+
+def markers_went_back(sink_id: str, marker_topic: str, shard: int, marker: MarkerFacts) -> MarkersWentBack:
+    """The refusal of markers that went back, for the coordinator and the start-up check."""
+    return MarkersWentBack(
+        f"sink {sink_id!r}: shard {shard}'s batch markers in {marker_topic!r} went back: one said batch "
+        f"{marker.batch_id} was published, a later one batch {marker.went_back_to}. Only this sink's producers "
+        "write its markers, in batch order, so another writer wrote these (another job with the same sink_id, or "
+        "a tool), and which batches are published can no longer be told. Nothing was published. Stop any other "
+        f"job with sink_id {sink_id!r}, then start afresh with a new sink_id and a new checkpoint_location, or "
+        "from a savepoint.")
 
 
 def check_markers_not_ahead(settings: SinkSettings, batch_id: int, decision: Decision,

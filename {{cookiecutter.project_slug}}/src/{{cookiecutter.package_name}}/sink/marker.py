@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, ResourceType
@@ -56,6 +56,9 @@ def marker_value(sink_id: str, shard: int, batch_id: int, records: int, source_o
 class Marker:
     batch_id: int
     source_offsets: str  # the digest of the batch's source offsets (SourceOffsets.digest)
+    # A shard's markers only move forward: a lower batch a later marker of the shard named (an
+    # invariant broken, which the coordinator and the start-up check refuse: MarkersWentBack).
+    went_back_to: int | None = None
 
 
 def parse_marker(value: bytes, topic: str) -> Marker:
@@ -161,7 +164,8 @@ def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mappi
 def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client: Mapping[str, str] | None = None,
                        timeout: float = 30.0, settled: bool = True, wait: ForeignTransactionWait | None = None
                        ) -> dict[int, Marker]:
-    """The last committed marker of every shard of `sink_id`: {shard: marker}.
+    """The last committed marker of every shard of `sink_id`: {shard: marker}, the one of its
+    highest batch; a shard a later marker of which named a lower batch says so (Marker.went_back_to).
 
     A read_committed consumer stops at the last stable offset (LSO): an open transaction of
     another producer on this topic (another sink sharing it, a stuck producer) would hide every
@@ -216,9 +220,13 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
                 raise KafkaException(error)
             shard = shard_of(message.key() or b"", sink_id)
             if shard is not None and (value := message.value()) is not None:
-                marker = parse_marker(value, topic)
-                if shard not in markers or marker.batch_id >= markers[shard].batch_id:
+                marker, known = parse_marker(value, topic), markers.get(shard)
+                if known is None:
                     markers[shard] = marker
+                elif marker.batch_id >= known.batch_id:
+                    markers[shard] = replace(marker, went_back_to=known.went_back_to)
+                else:  # kept, and said: the highest batch stays what the shard is known to have published
+                    markers[shard] = replace(known, went_back_to=marker.batch_id)
         raise TimeoutError(f"reading the batch markers from {topic!r} took longer than {timeout:.0f}s")
     finally:
         consumer.close()

@@ -26,13 +26,14 @@ class ShardRecovery:
     transactional_id: str
     batch_id: int = NO_BATCH
     source_offsets: str = ""
+    went_back_to: int | None = None  # a later marker of the shard named this lower batch (Marker.went_back_to)
 
     @classmethod
     def of_marker(cls, shard: int, transactional_id: str, marker: Marker | None) -> ShardRecovery:
         """What the shard's marker says; a shard without one has published nothing."""
         if marker is None:
             return cls(shard, transactional_id)
-        return cls(shard, transactional_id, marker.batch_id, marker.source_offsets)
+        return cls(shard, transactional_id, marker.batch_id, marker.source_offsets, marker.went_back_to)
 
 
 class MarkerFacts(Protocol):
@@ -43,6 +44,17 @@ class MarkerFacts(Protocol):
 
     @property
     def source_offsets(self) -> str: ...
+
+    @property
+    def went_back_to(self) -> int | None: ...
+
+
+def markers_gone_back(markers: Mapping[int, MarkerFacts]) -> dict[int, MarkerFacts]:
+    """The shards a later marker of which named a lower batch than an earlier one, in shard order.
+    Each shard's producer writes its markers in batch order and a batch is never published again
+    where its marker has it, so markers only move forward: one that went back was written by
+    another writer (another job on this sink's ids, a tool), and what they say cannot be trusted."""
+    return {shard: marker for shard, marker in sorted(markers.items()) if marker.went_back_to is not None}
 
 
 def markers_ahead(planned: int, source_offsets: str, markers: Mapping[int, MarkerFacts]) -> dict[int, MarkerFacts]:
@@ -68,6 +80,7 @@ class BatchFigures:
 
 
 class Action(Enum):
+    MARKERS_WENT_BACK = "markers went back"  # an error: Decision.shards' markers named a lower batch later
     PUBLISH = "publish"  # the shards in Decision.shards publish the batch (none: each did before a crash)
     ALREADY_COMMITTED = "already committed"  # the log says so: publish nothing, write nothing
     CHECKPOINT_BEHIND_OUTPUT = "checkpoint behind output"  # an error: Decision.shards' markers are ahead
@@ -91,12 +104,14 @@ def decide(batch_id: int, figures: BatchFigures, previous: LogEntry | None, befo
            recovered: Sequence[ShardRecovery]) -> Decision:
     """Batch N's fate. `previous`: the sink log's entry for N, if a run of N wrote one;
     `before`: the newest entry of a batch before N (an empty batch writes none); `recovered`:
-    every shard's state. In order: a marker ahead stops the batch whatever the log says; a
-    re-run is compared with the first attempt; a batch the log says committed publishes
-    nothing; the shards whose marker is behind N publish it, provided the source offsets do not
-    go back from the previous batch's."""
-    ahead = markers_ahead(batch_id, figures.source_offsets.digest(), {state.shard: state for state in recovered})
-    if ahead:
+    every shard's state. In order: markers that went back, or a marker ahead, stop the batch
+    whatever the log says; a re-run is compared with the first attempt; a batch the log says
+    committed publishes nothing; the shards whose marker is behind N publish it, provided the
+    source offsets do not go back from the previous batch's."""
+    by_shard = {state.shard: state for state in recovered}
+    if gone_back := markers_gone_back(by_shard):
+        return Decision(Action.MARKERS_WENT_BACK, shards=tuple(gone_back))
+    if ahead := markers_ahead(batch_id, figures.source_offsets.digest(), by_shard):
         return Decision(Action.CHECKPOINT_BEHIND_OUTPUT, shards=tuple(ahead))
     published_before = tuple(state.shard for state in recovered if state.batch_id == batch_id)
     mismatch = () if previous is None else rerun_mismatch(previous, figures)
