@@ -14,8 +14,8 @@ from confluent_kafka import Producer
 
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, InlineRecords
-from {{ cookiecutter.package_name }}.sink.coordinator import ProducerFenced, RecordRejected, publish
-from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_markers
+from {{ cookiecutter.package_name }}.sink.coordinator import MarkersWentBack, ProducerFenced, RecordRejected, publish
+from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_marker_values, read_markers
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard, ProducerPool
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
@@ -263,6 +263,22 @@ def test_a_checkpoint_older_than_the_published_batches_is_refused(kafka, new_top
                                 "sink_id": "restored", "checkpoint_location": settings.checkpoint}, environ={})
     with pytest.raises(ConfigError, match=r"'checkpoint_location'.*plans batches up to 1.*already published batch 3"):
         check_checkpoint_against_markers(config)
+
+
+def test_a_marker_that_went_back_is_refused_naming_both_batches(kafka, new_topic, tmp_path):
+    """A shard's markers only move forward: a lower batch after a higher one was written by another
+    writer (here publish() called directly, as a tool might). The read says so, and the batch stops."""
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "back")
+    shard = CommitShard(settings, 0)
+    publish(settings, shard, batch_records(output, 3, 2), 3)
+    publish(settings, shard, batch_records(output, 1, 2), 1)
+    (marker,) = read_marker_values(kafka.bootstrap_servers, settings.marker_topic, "back").values()
+    assert (marker.batch_id, marker.went_back_to) == (3, 1)
+    with pytest.raises(MarkersWentBack, match=r"shard 0's batch markers .* one said batch 3 was published, a later "
+                                              r"one batch 1"):
+        coordinator.commit_batch(settings, batch_records(output, 4, 2), 4, ProducerPool())
+    assert batch_ids_visible(kafka, output) == [3, 3, 1, 1]
 
 
 def test_two_sinks_whose_ids_share_a_prefix_share_one_marker_topic_exactly(kafka, new_topic, tmp_path):

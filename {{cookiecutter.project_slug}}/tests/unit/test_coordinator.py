@@ -17,20 +17,25 @@ from confluent_kafka import KafkaError, KafkaException
 
 from {{ cookiecutter.package_name }}.observability import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator
-from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD
+from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD, InlineRecords
 from {{ cookiecutter.package_name }}.sink.coordinator import (
     CheckpointBehindOutput,
     CommitFailed,
+    InvariantBroken,
+    MarkersWentBack,
     ProducerFenced,
     RecordRejected,
     SourceOffsetsWentBack,
     commit_batch,
 )
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
+from {{ cookiecutter.package_name }}.sink.recovery import ShardRecovery
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
+from {{ cookiecutter.package_name }}.storage.checkpoint import SourceOffsets, offsets_digest
 
 MARKERS = "markers"
+NO_OFFSETS = SourceOffsets().digest()  # what a marker names of a checkpoint without offsets/N (these tests')
 
 
 def kafka_error(code: int = KafkaError._STATE, *, fatal: bool = False, retriable: bool = False,
@@ -80,12 +85,14 @@ class FakeProducer:
 
 
 class FakeShard:
-    def __init__(self, settings: SinkSettings, shard: int, published: int = NO_BATCH, **fail: list[Exception]):
+    """A started shard: its producer, and its state (what its marker said, then what it committed)."""
+
+    def __init__(self, settings: SinkSettings, shard: int, published: int = NO_BATCH, offsets: str = NO_OFFSETS,
+                 **fail: list[Exception]):
         self.shard = shard
         self.transactional_id = settings.transactional_id(shard)
         self.producer = FakeProducer(fail=dict(fail))
-        self.published = published
-        self.published_offsets = ""
+        self.state = ShardRecovery(shard, self.transactional_id, published, offsets)
 
 
 @pytest.fixture
@@ -105,6 +112,12 @@ class FakePool:
     def shards_for(self, settings: SinkSettings, _stopping: object = None) -> list[FakeShard]:
         return [self.shards[i] for i in range(settings.shards)]
 
+    def recovered(self, settings: SinkSettings) -> list[ShardRecovery]:
+        return [self.shards[i].state for i in range(settings.shards)]
+
+    def record(self, _settings: SinkSettings, state: ShardRecovery) -> None:
+        self.shards[state.shard].state = state  # kept through reset(): what the marker now says
+
     def reset(self) -> None:
         self.resets += 1
 
@@ -121,6 +134,11 @@ def batch(rows: int = 3, shards: int = 1, value: bytes = b'{"key":"k","count":1}
     return table if shards == 1 else table.append_column(SHARD, pa.array([i % shards for i in range(rows)], pa.int32()))
 
 
+def digests_of(table: pa.Table) -> list[str]:
+    """The digests per shard a log entry keeps of these records (one shard)."""
+    return [f"{d:016x}" for d in InlineRecords.of(table, 1).digests]
+
+
 def records_of(transaction: list[tuple[str, bytes | None, bytes | None]]) -> list[str]:
     return [topic for topic, _key, _value in transaction]
 
@@ -133,7 +151,7 @@ def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_commit
     assert pool.shards[0].producer.calls.count("begin") == 1 and pool.shards[0].producer.calls.count("commit") == 1
     (transaction,) = pool.shards[0].producer.committed
     assert records_of(transaction) == ["out"] * 6 + [MARKERS]
-    assert pool.shards[0].published == 4
+    assert pool.shards[0].state.batch_id == 4
     assert SinkLog(settings.checkpoint, settings.sink_id).read(4).status == COMMITTED
 
 
@@ -154,7 +172,8 @@ def test_an_empty_batch_publishes_nothing(settings, pool):
 
 def test_a_batch_the_log_says_committed_is_not_published_again(settings, pool):
     pool.shards[0] = FakeShard(settings, 0)
-    done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], records_per_shard=[3], records=3)
+    done = LogEntry(batch_id=2, status=COMMITTED, transactional_ids=["x"], records_per_shard=[3],
+                    digests_per_shard=digests_of(batch()), records=3)
     SinkLog(settings.checkpoint, settings.sink_id).write(done)
     again = commit_batch(settings, batch(), 2, pool)
     assert again is not None and again.entry.status == COMMITTED and again.records_per_topic == {}
@@ -165,7 +184,8 @@ def test_a_batch_the_markers_say_published_only_marks_the_log(settings, pool):
     """The crash after the Kafka commit, before the log said committed: the marker decides."""
     pool.shards[0] = FakeShard(settings, 0, published=2)
     SinkLog(settings.checkpoint, settings.sink_id).write(
-        LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], records_per_shard=[3], records=3))
+        LogEntry(batch_id=2, status=PREPARED, transactional_ids=["x"], records_per_shard=[3],
+                 digests_per_shard=digests_of(batch()), records=3))
     assert commit_batch(settings, batch(), 2, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
@@ -201,7 +221,7 @@ def test_aborts_past_the_retries_fail_the_batch_and_forget_the_producers(setting
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True) for _ in range(retries + 1)])
     with pytest.raises(CommitFailed, match=f"aborted {retries + 1} times"):
         commit_batch(settings, batch(), 0, pool)
-    assert pool.shards[0].producer.committed == [] and pool.shards[0].published == NO_BATCH
+    assert pool.shards[0].producer.committed == [] and pool.shards[0].state.batch_id == NO_BATCH
     assert pool.resets == 1
     assert SinkLog(settings.checkpoint, settings.sink_id).read(0).status == PREPARED
 
@@ -283,17 +303,30 @@ def test_a_marker_past_the_batch_fails_it_and_publishes_nothing(settings, pool):
     assert SinkLog(settings.checkpoint, settings.sink_id).read(4) is None
 
 
+def test_markers_that_went_back_fail_the_batch_for_good_saying_what_was_read_and_what_to_do(settings, pool):
+    """A shard's marker named batch 9, a later one batch 6: another writer wrote them."""
+    settings = replace(settings, shards=2)
+    pool.shards[0], pool.shards[1] = FakeShard(settings, 0, published=6), FakeShard(settings, 1, published=9)
+    pool.shards[1].state = replace(pool.shards[1].state, went_back_to=6)
+    with pytest.raises(MarkersWentBack, match=r"shard 1's batch markers in 'markers' went back: one said batch 9 was "
+                                              r"published, a later one batch 6\. .*Nothing was published\. Stop any "
+                                              r"other job with sink_id 'unit'"):
+        commit_batch(settings, batch(rows=4, shards=2), 7, pool)
+    assert pool.shards[0].producer.calls == [] and pool.shards[1].producer.calls == []
+    assert SinkLog(settings.checkpoint, settings.sink_id).read(7) is None
+    assert issubclass(MarkersWentBack, InvariantBroken)
+
+
 def test_a_marker_at_the_batch_from_other_source_offsets_is_a_checkpoint_behind_the_output(settings, pool, tmp_path):
     """One batch behind: the marker has N, but N was published from other offsets than this
     checkpoint's offsets/N. The same offsets: a re-run after a crash, nothing to publish."""
     offsets = tmp_path / "checkpoint" / "offsets"
     offsets.mkdir(parents=True)
     (offsets / "3").write_text('v1\n{}\n{"events":{"0":10}}\n')
-    pool.shards[0] = FakeShard(settings, 0, published=3)
-    pool.shards[0].published_offsets = "0123456789abcdef"
+    pool.shards[0] = FakeShard(settings, 0, published=3, offsets="0123456789abcdef")
     with pytest.raises(CheckpointBehindOutput, match="already published batch 3 from other source offsets"):
         commit_batch(settings, batch(), 3, pool)
-    pool.shards[0].published_offsets = coordinator.offsets_digest({"sources": [{"events": {"0": 10}}]})
+    pool.shards[0] = FakeShard(settings, 0, published=3, offsets=offsets_digest({"sources": [{"events": {"0": 10}}]}))
     assert commit_batch(settings, batch(), 3, pool).entry.status == COMMITTED
     assert pool.shards[0].producer.calls == []
 
@@ -307,8 +340,8 @@ def test_a_published_batch_carries_its_source_offsets_in_its_marker(settings, po
     (transaction,) = pool.shards[0].producer.committed
     marker = json.loads(transaction[-1][2])
     assert marker["format"] == 1 and marker["batch_id"] == 0
-    assert marker["source_offsets"] == coordinator.offsets_digest({"sources": [{"events": {"0": 7}}]})
-    assert pool.shards[0].published_offsets == marker["source_offsets"]
+    assert marker["source_offsets"] == offsets_digest({"sources": [{"events": {"0": 7}}]})
+    assert pool.shards[0].state.source_offsets == marker["source_offsets"]
 
 
 def test_a_rerun_with_other_records_is_reported_naming_batch_and_shards(settings, pool, caplog):
@@ -318,7 +351,7 @@ def test_a_rerun_with_other_records_is_reported_naming_batch_and_shards(settings
     pool.shards[0], pool.shards[1] = FakeShard(settings, 0), FakeShard(settings, 1, commit=[kafka_error()])
     with pytest.raises(CommitFailed):
         commit_batch(settings, batch(rows=4, shards=2), 5, pool)  # shard 0 committed, shard 1 failed
-    assert pool.shards[0].published == 5
+    assert pool.shards[0].state.batch_id == 5
     before = metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit")
     entry = commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5, pool).entry
     assert entry.status == COMMITTED

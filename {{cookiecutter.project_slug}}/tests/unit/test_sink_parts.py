@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -16,7 +17,7 @@ def test_a_committed_log_entry_is_never_replaced(tmp_path):
     log = SinkLog(str(tmp_path), "sink")
     entry = LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-0"], records=0)
     log.write(entry)
-    entry.status = COMMITTED
+    entry = entry.committed(time.time())
     log.write(entry)
     assert log.read(3) == entry and log.batch_ids() == [3]
     with pytest.raises(RuntimeError, match="already committed"):

@@ -4,6 +4,7 @@ the driver: a heartbeat that cannot die silently, a restart that waits out a Kaf
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -13,9 +14,9 @@ import pytest
 from {{ cookiecutter.package_name }}.config import ConfigError, load_config
 from {{ cookiecutter.package_name }}.failures import GaveUp
 from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat
-from {{ cookiecutter.package_name }}.sink.marker import marker_key, marker_value, parse_marker, shard_of
+from {{ cookiecutter.package_name }}.sink.marker import Marker, marker_key, marker_value, parse_marker, shard_of
 from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettings, check_and_pin, read_pinned
-from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, InvalidTransition, LogEntry, SinkLog
+from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.startup import preflight
 from {{ cookiecutter.package_name }}.supervision.heartbeat import Heartbeat
 
@@ -28,16 +29,21 @@ def test_marker_log_entry_and_pinned_settings_carry_their_format_version(tmp_pat
     assert json.loads((tmp_path / FILE).read_text())["format"] == 1
 
 
-def test_records_without_a_version_are_read_as_version_one(tmp_path):
-    assert parse_marker(b'{"sink_id": "s", "shard": 0, "batch_id": 7, "records": 1}', "m").batch_id == 7
+def test_records_without_a_version_are_refused(tmp_path):
+    """Every version of the job wrote one: a record without it was not written by the job."""
+    with pytest.raises(UnknownFormat, match=r"marker in topic 'm': format version None, but this job reads version 1"):
+        parse_marker(b'{"sink_id": "s", "shard": 0, "batch_id": 7, "records": 1}', "m")
     log = SinkLog(str(tmp_path), "s")
     (tmp_path / "sinks" / "s" / "log").mkdir(parents=True)
     (tmp_path / "sinks" / "s" / "log" / "2.json").write_text(json.dumps(
         {"batch_id": 2, "status": "committed", "transactional_ids": ["t"], "records_per_shard": [3]}))
-    assert log.read(2).status is COMMITTED
+    with pytest.raises(UnknownFormat, match=r"sinks/s/log/2\.json: format version None"):
+        log.read(2)
     (tmp_path / FILE).write_text(json.dumps({"sink_id": "s", "marker_topic": "m", "transactional_id_prefix": "p",
                                              "commit_shards": 1}))
-    assert read_pinned(str(tmp_path)) == PinnedSettings("s", "m", "p", 1)
+    with pytest.raises(UnknownFormat, match=rf"{FILE}: format version None"):
+        read_pinned(str(tmp_path))
+    assert parse_marker(marker_value("s", 0, 7, 1, "0123456789abcdef"), "m") == Marker(7, "0123456789abcdef")
 
 
 def test_an_unknown_version_is_refused_naming_where_and_both_versions(tmp_path):
@@ -57,11 +63,12 @@ def test_an_unknown_version_is_refused_naming_where_and_both_versions(tmp_path):
 def test_a_log_entry_moves_from_prepared_to_committed_and_nowhere_else():
     entry = LogEntry(batch_id=4, status="prepared", transactional_ids=["t"])
     assert entry.status is PREPARED
-    entry.mark_committed(time.time())
-    assert entry.status is COMMITTED and entry.committed_at is not None
-    entry.status = COMMITTED  # staying committed is no move
-    with pytest.raises(InvalidTransition, match="batch 4 cannot go from committed to prepared"):
-        entry.status = PREPARED
+    committed = entry.committed(time.time())
+    assert committed.status is COMMITTED and committed.committed_at is not None
+    assert entry.status is PREPARED and entry.committed_at is None  # a value: the next entry is another one
+    assert committed.committed(time.time()) is committed  # staying committed is no move
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        committed.status = PREPARED  # type: ignore[misc]
     with pytest.raises(ValueError):
         LogEntry(batch_id=5, status="published", transactional_ids=["t"])
 

@@ -4,18 +4,22 @@ The sink calls `commit_batch(records, N, pool)` only after batch N's execution s
 state store versions of N and `offsets/N` exist: this is Flink's "checkpoint complete". From here
 on batch N must become visible exactly once, whatever crashes.
 
-    Step 1. Recovery: if the sink log says N is committed, N was published before a crash:
-            publish nothing. A shard whose batch marker is at N published N before a crash:
-            it publishes nothing again. A marker past N is an error, never a skip: Spark plans
-            N+1 only after N's commit, so a marker ahead means this checkpoint is older than the
-            output (checked: CheckpointBehindOutput).
-    Step 2. Write the sink log entry for N, status `prepared`, before touching Kafka. A re-run
-            of N is compared with the first attempt's entry (rows and digest per shard), and
-            the source offsets it records must not go back from the previous entry's.
+    Step 1. Recovery, decided by recovery.decide (a pure function) from what the sink log,
+            the batch markers (each shard's ShardRecovery, read when its producer started) and
+            `offsets/N` say: if the sink log says N is committed, N was published before a
+            crash: publish nothing. A shard whose batch marker is at N published N before a
+            crash: it publishes nothing again. A marker past N (or at N from other source
+            offsets) is an error, never a skip: Spark plans N+1 only after N's commit, so a
+            marker ahead means this checkpoint is older than the output (CheckpointBehindOutput).
+            So is a shard's marker that went back to a lower batch (MarkersWentBack).
+            A re-run of N is compared with the first attempt's entry (rows and digest per
+            shard), and the source offsets it records must not go back from the previous entry's.
+    Step 2. Write the sink log entry for N, status `prepared`, before touching Kafka.
     Step 3. Per shard, one short Kafka transaction: the batch's records of that shard (counts
             and dead letters) and the batch marker.
     Step 4. Commit it: retry a commit that timed out, abort when the error requires it,
-            fail the query when the producer is fenced or fatal.
+            fail the query when the producer is fenced or fatal. The shard's new state is a new
+            ShardRecovery in the pool.
     Step 5. Mark the log entry `committed`. (Then Spark writes `commits/N`.)
     Step 6. Delete log entries older than LOG_ENTRIES_KEPT batches.
 
@@ -33,7 +37,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,11 +45,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..failures import JobFailure, Outcome, kafka_outcome
 from ..observability import metrics
 from ..observability.logs import event
-from ..storage.checkpoint import batch_offsets
+from ..storage.checkpoint import SourceOffsets
 from . import faults
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
-from .marker import marker_key, marker_value, offsets_digest
+from .marker import marker_key, marker_value
 from .producers import CommitShard, ProducerPool
+from .recovery import Action, BatchFigures, Decision, MarkerFacts, ShardRecovery, decide
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
@@ -116,6 +120,10 @@ class SourceOffsetsWentBack(InvariantBroken):
     option = "checkpoint_location"
 
 
+class MarkersWentBack(InvariantBroken):
+    """A shard's batch marker named a lower batch than an earlier marker of the shard had."""
+
+
 @dataclass(frozen=True)
 class Published:
     """What commit_batch did for a batch: its log entry (committed), the records it published per
@@ -142,35 +150,41 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
     try:
         shards = pool.shards_for(settings, stopping)
 
-        # Step 1. Recovery: already published before a crash?
-        previous = log_.read(batch_id)
+        # Step 1. Recovery: what the log, the markers and the checkpoint say; `decide` says what to do.
+        figures = BatchFigures(tuple(records.rows_per_shard), tuple(f"{d:016x}" for d in records.digests),
+                               SourceOffsets.of_batch(settings.checkpoint, batch_id))
+        recovered = pool.recovered(settings)
+        previous, before = log_.read(batch_id), log_.latest_before(batch_id)
+        decision = decide(batch_id, figures, previous, before, recovered)
+        check_markers_forward(settings, decision, recovered)
+        check_markers_not_ahead(settings, batch_id, decision, recovered)
+        if previous is not None:
+            report_rerun_mismatch(settings, batch_id, previous, figures, decision)
+            if decision.action is Action.ALREADY_COMMITTED:
+                return Published(previous, {}, time.monotonic() - started)
+        check_offsets_forward(batch_id, before, decision)
         entry = LogEntry(
             batch_id=batch_id,
             status=PREPARED,
             transactional_ids=[shard.transactional_id for shard in shards],
-            records_per_shard=records.rows_per_shard,
-            digests_per_shard=[f"{d:016x}" for d in records.digests],
-            source_offsets={"sources": batch_offsets(settings.checkpoint, batch_id)},
+            records_per_shard=list(figures.rows_per_shard),
+            digests_per_shard=list(figures.digests_per_shard),
+            source_offsets=figures.source_offsets,
             records=total_rows(records),
             prepared_at=time.time(),
         )
-        offsets = offsets_digest(entry.source_offsets)
-        check_markers_not_ahead(settings, shards, batch_id, offsets)
-        if previous is not None:
-            compare_rerun(settings, previous, entry, [s.shard for s in shards if s.published == batch_id])
-            if previous.status is COMMITTED:
-                return Published(previous, {}, time.monotonic() - started)
-        pending = [shard for shard in shards if shard.published < batch_id]
-        if pending:
+        if decision.shards:
             # Step 2. The log entry, before Kafka is touched.
-            check_offsets_forward(log_.latest_before(batch_id), entry)
             log_.write(entry)
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
-            # Steps 3 and 4, per shard.
-            for shard in pending:
-                published += publish(settings, shard, records, batch_id, offsets)
+            # Steps 3 and 4, per shard; each commit gives the shard's new state.
+            offsets = figures.source_offsets.digest()
+            for shard in shards:
+                if shard.shard in decision.shards:
+                    published += publish(settings, shard, records, batch_id, offsets)
+                    pool.record(settings, ShardRecovery(shard.shard, shard.transactional_id, batch_id, offsets))
         # Step 5.
-        entry.mark_committed(time.time())
+        entry = entry.committed(time.time())
         log_.write(entry)
         faults.maybe_crash(faults.AFTER_LOG_COMMITTED, batch_id)
     except Exception as error:
@@ -188,91 +202,79 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
     return Published(entry, dict(published), seconds)
 
 
-def check_markers_not_ahead(settings: SinkSettings, shards: list[CommitShard], batch_id: int, offsets: str) -> None:
-    """Spark plans batch N+1 only once N's commit is written, so while N runs no marker can be past
-    N, unless the checkpoint is older than the output (restored from a copy, or a second checkpoint
-    under the same sink id); nor can a marker at N name other source offsets than this run's
-    `offsets/N` (the same copy, one batch behind). Skipping N then would leave its counts in the
-    state, never in the output."""
-    ahead = {shard.shard: shard.published for shard in shards if shard.published > batch_id
-             or (shard.published == batch_id and shard.published_offsets not in ("", offsets))}
-    if ahead:
-        shard, marker = next(iter(ahead.items()))
-        raise CheckpointBehindOutput(
-            f"batch {batch_id} is planned by {settings.checkpoint}, but "
-            f"sink {settings.sink_id!r} already published batch {marker}"
-            f"{' from other source offsets' if marker == batch_id else ''} (shard {shard}'s marker in "
-            f"{settings.marker_topic!r}): the checkpoint is older than the output (restored from a copy, or a second "
-            "checkpoint under the same sink_id). Nothing was published. Put back the checkpoint the job last ran "
-            "with, or start afresh with a new sink_id and a new checkpoint_location.")
+def check_markers_forward(settings: SinkSettings, decision: Decision, recovered: list[ShardRecovery]) -> None:
+    """Each shard's markers move forward only (recovery.markers_gone_back)."""
+    if decision.action is Action.MARKERS_WENT_BACK:
+        state = recovered[decision.shards[0]]
+        raise markers_went_back(settings.sink_id, settings.marker_topic, state.shard, state)
 
 
-def compare_rerun(settings: SinkSettings, first: LogEntry, rerun: LogEntry, committed_shards: list[int]) -> list[int]:
-    """A re-run of batch N computes from the same offsets and state, so a deterministic query gives
-    the same records. Shards whose row count or digest differ from the first attempt's are reported
-    (a log line and eos_sink_rerun_mismatch_total) and returned. `committed_shards`: the shards whose
-    marker says they published N: if the first attempt was only prepared, they hold its records
-    while the others will publish the re-run's."""
-    no_digests: list[str | None] = [None] * len(first.records_per_shard)
-    first_figures = list(zip(first.records_per_shard, first.digests_per_shard or no_digests, strict=True))
-    rerun_figures = list(zip(rerun.records_per_shard, rerun.digests_per_shard, strict=True))
-    differ = [shard for shard, figures in enumerate(rerun_figures)
-              if shard >= len(first_figures) or figures[0] != first_figures[shard][0]
-              or first_figures[shard][1] not in (None, figures[1])]  # no digest in the first: rows only
-    if not differ:
-        return []
+def markers_went_back(sink_id: str, marker_topic: str, shard: int, marker: MarkerFacts) -> MarkersWentBack:
+    """The refusal of markers that went back, for the coordinator and the start-up check."""
+    return MarkersWentBack(
+        f"sink {sink_id!r}: shard {shard}'s batch markers in {marker_topic!r} went back: one said batch "
+        f"{marker.batch_id} was published, a later one batch {marker.went_back_to}. Only this sink's producers "
+        "write its markers, in batch order, so another writer wrote these (another job with the same sink_id, or "
+        "a tool), and which batches are published can no longer be told. Nothing was published. Stop any other "
+        f"job with sink_id {sink_id!r}, then start afresh with a new sink_id and a new checkpoint_location, or "
+        "from a savepoint.")
+
+
+def check_markers_not_ahead(settings: SinkSettings, batch_id: int, decision: Decision,
+                            recovered: list[ShardRecovery]) -> None:
+    """A marker past batch N, or at N from other source offsets than this run's `offsets/N`
+    (recovery.markers_ahead): the checkpoint is older than the output. Skipping N then would
+    leave its counts in the state, never in the output."""
+    if decision.action is not Action.CHECKPOINT_BEHIND_OUTPUT:
+        return
+    marker = recovered[decision.shards[0]]
+    raise CheckpointBehindOutput(
+        f"batch {batch_id} is planned by {settings.checkpoint}, but "
+        f"sink {settings.sink_id!r} already published batch {marker.batch_id}"
+        f"{' from other source offsets' if marker.batch_id == batch_id else ''} (shard {marker.shard}'s marker in "
+        f"{settings.marker_topic!r}): the checkpoint is older than the output (restored from a copy, or a second "
+        "checkpoint under the same sink_id). Nothing was published. Put back the checkpoint the job last ran "
+        "with, or start afresh with a new sink_id and a new checkpoint_location.")
+
+
+def report_rerun_mismatch(settings: SinkSettings, batch_id: int, first: LogEntry, rerun: BatchFigures,
+                          decision: Decision) -> None:
+    """A re-run whose figures differ from the first attempt's (decision.rerun_mismatch): a log
+    line and eos_sink_rerun_mismatch_total. The shards whose marker says they published N hold
+    the first attempt's records if it was only prepared, while the others publish the re-run's."""
+    if not decision.rerun_mismatch:
+        return
+    differ, committed_shards = list(decision.rerun_mismatch), sorted(decision.published_before)
     metrics.RERUN_MISMATCH.labels(settings.sink_id).inc()
     mixed = first.status is PREPARED and bool(committed_shards)
-    outcome = (f" Shards {sorted(committed_shards)} had already published the first attempt's records, the others "
+    outcome = (f" Shards {committed_shards} had already published the first attempt's records, the others "
                "publish this one's: the batch's shards now come from two computations." if mixed else
                " Nothing of the re-run is published where the first attempt was." if first.status is COMMITTED
                else "")
     log.error("batch %d was computed again with other records than its first attempt in shards %s (rows %s, then %s):"
-              " the query is not deterministic.%s", rerun.batch_id, differ, first.records_per_shard,
-              rerun.records_per_shard, outcome,
-              extra=event("rerun_mismatch", batch_id=rerun.batch_id, shards=differ,
-                          shards_published_before=sorted(committed_shards), two_computations=mixed))
-    return differ
+              " the query is not deterministic.%s", batch_id, differ, first.records_per_shard,
+              list(rerun.rows_per_shard), outcome,
+              extra=event("rerun_mismatch", batch_id=batch_id, shards=differ,
+                          shards_published_before=committed_shards, two_computations=mixed))
 
 
-def check_offsets_forward(previous: LogEntry | None, entry: LogEntry) -> None:
-    """The source offsets batch N records are at or past those of the batch before it, in every
-    partition: a partition that goes back or disappears would have its records counted twice, or
-    be read from another topic's history (a topic deleted and created again)."""
-    if previous is None or previous.batch_id >= entry.batch_id:
+def check_offsets_forward(batch_id: int, before: LogEntry | None, decision: Decision) -> None:
+    """The source offsets batch N records are at or past those of the batch before it (`before`),
+    in every partition: a partition that goes back or disappears would have its records counted
+    twice, or be read from another topic's history (a topic deleted and created again)."""
+    if decision.action is not Action.SOURCE_OFFSETS_WENT_BACK or before is None:
         return
-    problems = offsets_going_back(previous.source_offsets.get("sources", []), entry.source_offsets.get("sources", []))
-    if problems:
-        raise SourceOffsetsWentBack(
-            f"batch {entry.batch_id}: its source offsets go back from batch {previous.batch_id}'s: "
-            + "; ".join(problems) + ". Was an input topic deleted and created again? Nothing was published; start "
-            "on a new checkpoint_location (with starting_offsets where it should begin) and a new sink_id.")
-
-
-def offsets_going_back(before: list[Any], after: list[Any]) -> list[str]:
-    """Per Kafka source ({"<topic>": {"<partition>": offset}}), each partition whose offset is lower
-    in `after` than in `before`, or missing from it. Sources of other kinds are not compared."""
-    problems = []
-    for earlier, later in zip(before, after, strict=False):
-        if not (isinstance(earlier, dict) and isinstance(later, dict)):
-            continue
-        for topic, partitions in earlier.items():
-            if not isinstance(partitions, dict):
-                continue
-            now = later.get(topic)
-            for partition, offset in partitions.items():
-                if not isinstance(now, dict) or partition not in now:
-                    problems.append(f"{topic}/{partition} (at {offset}) is gone")
-                elif int(now[partition]) < int(offset):
-                    problems.append(f"{topic}/{partition} went back from {offset} to {now[partition]}")
-    return problems
+    raise SourceOffsetsWentBack(
+        f"batch {batch_id}: its source offsets go back from batch {before.batch_id}'s: "
+        + "; ".join(decision.problems) + ". Was an input topic deleted and created again? Nothing was published; "
+        "start on a new checkpoint_location (with starting_offsets where it should begin) and a new sink_id.")
 
 
 def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int,
             source_offsets: str = "") -> Counter[str]:
     """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
     transaction that Kafka aborted for a transient reason is tried again in place. Returns the
-    records published per topic. `source_offsets`: the batch's, as marker.offsets_digest gives them."""
+    records published per topic. `source_offsets`: the digest of the batch's (SourceOffsets.digest)."""
     for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
         try:
             published = _transaction(settings, shard, records, batch_id, source_offsets)
@@ -285,7 +287,6 @@ def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, b
                     metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
                     continue
             raise failed_transaction(shard, batch_id, kafka_error, attempt) from error
-    shard.published, shard.published_offsets = batch_id, source_offsets
     metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
     return published

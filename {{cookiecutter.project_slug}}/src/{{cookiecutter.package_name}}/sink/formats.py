@@ -19,6 +19,6 @@ class UnknownFormat(JobFailure, ValueError):
 
 
 def check_format(where: str, found: object, known: int) -> None:
-    """A record without a version was written before versions existed, in the layout of version 1."""
-    if (1 if found is None else found) != known:
+    """Refuse a record whose version is not `known` (a record without one included)."""
+    if found != known:
         raise UnknownFormat(where, found, known)

@@ -5,14 +5,13 @@ and "the marker says N" are one atomic fact."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, NewTopic, ResourceType
@@ -26,8 +25,7 @@ from .formats import check_format
 log = logging.getLogger(__name__)
 
 NO_BATCH = -1
-# The marker value's layout; a reader refuses a marker of a version it does not know. A marker
-# without the field was written before it existed, in the layout of version 1.
+# The marker value's layout; a reader refuses a marker of a version it does not know.
 MARKER_FORMAT = 1
 
 
@@ -49,27 +47,26 @@ def shard_of(key: bytes, sink_id: str) -> int | None:
 
 
 def marker_value(sink_id: str, shard: int, batch_id: int, records: int, source_offsets: str = "") -> bytes:
-    """`source_offsets`: offsets_digest of the batch's source offsets, which tell a re-run of the
+    """`source_offsets`: the digest of the batch's source offsets (SourceOffsets.digest), which tell a re-run of the
     batch (the same offsets) from another batch of the same id (a checkpoint older than the output)."""
     return json.dumps({"format": MARKER_FORMAT, "sink_id": sink_id, "shard": shard, "batch_id": batch_id,
                        "records": records, "source_offsets": source_offsets, "at": time.time()}).encode()
 
 
-def offsets_digest(source_offsets: object) -> str:
-    return hashlib.sha256(json.dumps(source_offsets, sort_keys=True).encode()).hexdigest()[:16]
-
-
 @dataclass(frozen=True)
 class Marker:
     batch_id: int
-    source_offsets: str  # offsets_digest of the batch's source offsets; "" in markers written before it was kept
+    source_offsets: str  # the digest of the batch's source offsets (SourceOffsets.digest)
+    # A shard's markers only move forward: a lower batch a later marker of the shard named (an
+    # invariant broken, which the coordinator and the start-up check refuse: MarkersWentBack).
+    went_back_to: int | None = None
 
 
 def parse_marker(value: bytes, topic: str) -> Marker:
     """A marker value; one of an unknown layout is refused, not guessed at."""
     marker = json.loads(value)
     check_format(f"batch marker in topic {topic!r}", marker.get("format"), MARKER_FORMAT)
-    return Marker(int(marker["batch_id"]), str(marker.get("source_offsets", "")))
+    return Marker(int(marker["batch_id"]), str(marker["source_offsets"]))
 
 
 class MarkerTopicUnfit(JobFailure, ValueError):
@@ -174,7 +171,8 @@ def read_markers(bootstrap_servers: str, topic: str, sink_id: str, client: Mappi
 def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client: Mapping[str, str] | None = None,
                        timeout: float = 30.0, settled: bool = True, wait: ForeignTransactionWait | None = None
                        ) -> dict[int, Marker]:
-    """The last committed marker of every shard of `sink_id`: {shard: marker}.
+    """The last committed marker of every shard of `sink_id`: {shard: marker}, the one of its
+    highest batch; a shard a later marker of which named a lower batch says so (Marker.went_back_to).
 
     A read_committed consumer stops at the last stable offset (LSO): an open transaction of
     another producer on this topic (another sink sharing it, a stuck producer) would hide every
@@ -229,9 +227,13 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
                 raise KafkaException(error)
             shard = shard_of(message.key() or b"", sink_id)
             if shard is not None and (value := message.value()) is not None:
-                marker = parse_marker(value, topic)
-                if shard not in markers or marker.batch_id >= markers[shard].batch_id:
+                marker, known = parse_marker(value, topic), markers.get(shard)
+                if known is None:
                     markers[shard] = marker
+                elif marker.batch_id >= known.batch_id:
+                    markers[shard] = replace(marker, went_back_to=known.went_back_to)
+                else:  # kept, and said: the highest batch stays what the shard is known to have published
+                    markers[shard] = replace(known, went_back_to=marker.batch_id)
         raise TimeoutError(f"reading the batch markers from {topic!r} took longer than {timeout:.0f}s")
     finally:
         consumer.close()

@@ -20,7 +20,7 @@ from ..storage.files import exists, filesystem, read_bytes, write_atomic
 from .formats import check_format
 
 FILE = "sink-settings.json"
-PINNED_FORMAT = 1  # the file's layout (formats.py); a file without the field is version 1
+PINNED_FORMAT = 1  # the file's layout (formats.py)
 
 
 @dataclass(frozen=True)

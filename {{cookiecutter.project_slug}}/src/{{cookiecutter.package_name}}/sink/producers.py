@@ -9,43 +9,46 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import KafkaException, Producer
 
-from ..kafka.client import librdkafka_config, quiet_client_logs
-from .marker import NO_BATCH, ForeignTransactionWait, ensure_marker_topic, read_marker_values
+from ..kafka.client import ClientConfig, librdkafka_config, quiet_client_logs
+from .marker import ForeignTransactionWait, ensure_marker_topic, read_marker_values
+from .recovery import ShardRecovery
 from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms
+
+# A shard of a sink: its brokers, its transactional id, its number.
+_Key = tuple[str, str, int]
+
+
+def _key(settings: SinkSettings, shard: int) -> _Key:
+    return settings.bootstrap_servers, settings.transactional_id(shard), shard
+
+
+def _keys(settings: SinkSettings) -> list[_Key]:
+    return [_key(settings, shard) for shard in range(settings.shards)]
 
 
 class CommitShard:
-    """One transactional producer and the last batch its marker says it published."""
+    """One commit shard's transactional producer. What its marker says is the pool's (ShardRecovery)."""
 
     def __init__(self, settings: SinkSettings, shard: int) -> None:
         self.shard = shard
         self.transactional_id = settings.transactional_id(shard)
-        self.producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
-            "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_097_151,
-            "compression.type": "lz4",
-            "partitioner": PARTITIONER,
-            **quiet_client_logs(__name__),
-        }))
+        self.producer = Producer(producer_config(settings, shard))
         # Fences any older producer with this id and completes or aborts its open transaction;
         # only after that is the marker a settled fact.
         self.producer.init_transactions(settings.commit_timeout_seconds)
-        self.published = NO_BATCH
-        self.published_offsets = ""  # the digest of the published batch's source offsets (marker.offsets_digest)
 
 
 class ProducerPool:
     """The sink's commit shards, owned by the sink (KafkaSink) and kept from batch to batch so
-    that `init_transactions`, which fences an older driver, runs once per shard."""
+    that `init_transactions`, which fences an older driver, runs once per shard; and each
+    shard's state (ShardRecovery): read from its marker when it starts, then replaced by a new
+    value each time the shard commits a batch."""
 
     def __init__(self) -> None:
-        self._shards: dict[tuple[str, str, int], CommitShard] = {}
+        self._shards: dict[_Key, CommitShard] = {}
+        self._recovered: dict[_Key, ShardRecovery] = {}
         self.start_seconds = 0.0  # what the last start of shards took (producers, fencing, markers)
-        self._starting: Future[list[tuple[str, str, int]]] | None = None
+        self._starting: Future[list[_Key]] | None = None
 
     def start_meanwhile(self, settings: SinkSettings, stopping: threading.Event | None = None) -> None:
         """Start the shards in a thread while Spark computes the first batch: their round trips
@@ -66,29 +69,36 @@ class ProducerPool:
                 self.reset()  # whatever it left half started
         return [self._shards[key] for key in self._start_missing(settings, stopping)]
 
-    def _start_missing(self, settings: SinkSettings, stopping: threading.Event | None
-                       ) -> list[tuple[str, str, int]]:
-        keys = [(settings.bootstrap_servers, settings.transactional_id(s), s) for s in range(settings.shards)]
-        missing = [key for key in keys if key not in self._shards]
+    def recovered(self, settings: SinkSettings) -> list[ShardRecovery]:
+        """Each shard's state, in shard order, once shards_for started them."""
+        return [self._recovered[key] for key in _keys(settings)]
+
+    def record(self, settings: SinkSettings, state: ShardRecovery) -> None:
+        """A shard committed a batch: `state` replaces what the pool held for it."""
+        self._recovered[_key(settings, state.shard)] = state
+
+    def _start_missing(self, settings: SinkSettings, stopping: threading.Event | None) -> list[_Key]:
+        keys = _keys(settings)
+        missing = [key for key in keys if key not in self._recovered]
         if missing:
             started = time.monotonic()
             ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
             for key in missing:
-                self._shards[key] = CommitShard(settings, key[2])
+                if key not in self._shards:
+                    self._shards[key] = CommitShard(settings, key[2])
+            # Read once the producers' init_transactions settled the markers.
             wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds, stopping)
             markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
                                          settings.client, wait=wait)
             for key in missing:
-                if (marker := markers.get(key[2])) is not None:
-                    self._shards[key].published = marker.batch_id
-                    self._shards[key].published_offsets = marker.source_offsets
+                self._recovered[key] = ShardRecovery.of_marker(key[2], key[1], markers.get(key[2]))
             self.start_seconds = time.monotonic() - started
         return keys
 
     def reset(self) -> None:
         """Forget every producer (after a failed commit their state is unknown, or as after a
         driver restart): the next batch starts new ones, which read the markers again."""
-        stale, self._shards = self._shards, {}
+        stale, self._shards, self._recovered = self._shards, {}, {}
         for shard in stale.values():
             # A fenced or failed producer may raise its error again here: it must not replace
             # the error the batch failed with, which the runner judges.
@@ -96,14 +106,23 @@ class ProducerPool:
                 shard.producer.flush(0)
 
 
+def producer_config(settings: SinkSettings, shard: int) -> ClientConfig:
+    """The configuration of shard `shard`'s transactional producer, for the sink and for `fence`."""
+    return librdkafka_config(settings.bootstrap_servers, settings.client, {
+        "transactional.id": settings.transactional_id(shard),
+        "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 2_000_000,
+        "queue.buffering.max.kbytes": 2_097_151,
+        "compression.type": "lz4",
+        "partitioner": PARTITIONER,
+        **quiet_client_logs(__name__),
+    })
+
+
 def fence(settings: SinkSettings) -> None:
     """Take over every shard's transactional id once and let go: whatever transaction a stopped
     or killed driver left open is aborted (init_transactions), so its markers are settled."""
     for shard in range(settings.shards):
-        producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
-            "transactional.id": settings.transactional_id(shard),
-            "transaction.timeout.ms": transaction_timeout_ms(settings.commit_timeout_seconds),
-            **quiet_client_logs(__name__),
-        }))
-        producer.init_transactions(settings.commit_timeout_seconds)
-        producer.flush(0)
+        CommitShard(settings, shard).producer.flush(0)

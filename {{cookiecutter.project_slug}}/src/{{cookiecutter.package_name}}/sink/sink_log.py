@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from typing import Any
 
 from ..failures import JobFailure, Outcome
 from ..storage import object_store
+from ..storage.checkpoint import SourceOffsets
 from ..storage.files import exists, filesystem, list_names, read_bytes, write_atomic
 from .formats import UnknownFormat, check_format
 
@@ -21,8 +21,7 @@ def sink_dir(sink_id: str) -> str:
     return f"sinks/{sink_id}"
 
 
-# The entry's layout; a reader refuses an entry of a version it does not know. An entry without
-# the field was written before it existed, in the layout of version 1.
+# The entry's layout; a reader refuses an entry of a version it does not know.
 LOG_FORMAT = 1
 
 
@@ -35,14 +34,10 @@ PREPARED = Status.PREPARED
 COMMITTED = Status.COMMITTED
 
 
-class InvalidTransition(JobFailure, RuntimeError):
-    """A log entry asked to move other than prepared -> committed: a defect, no restart helps."""
-
-    outcome = Outcome.HALT
-
-
-@dataclass
+@dataclass(frozen=True)
 class LogEntry:
+    """A value: its one move, prepared -> committed, gives the next entry (`committed`)."""
+
     batch_id: int
     status: Status
     transactional_ids: list[str]
@@ -50,32 +45,29 @@ class LogEntry:
     # Per shard, an order-independent digest of its records (batch_records.digests): a re-run of
     # the batch is compared with the first attempt by count and digest.
     digests_per_shard: list[str] = field(default_factory=list)
-    source_offsets: dict[str, Any] = field(default_factory=dict)
+    source_offsets: SourceOffsets = field(default_factory=SourceOffsets)
     records: int = 0
     prepared_at: float | None = None
     committed_at: float | None = None
     format: int = LOG_FORMAT
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "status":  # prepared -> committed is the only move; a committed batch stays committed
-            value = Status(value)
-            current = self.__dict__.get("status")
-            if current is not None and current is not value and not (current is PREPARED and value is COMMITTED):
-                raise InvalidTransition(f"sink log: batch {self.batch_id} cannot go from {current} to {value}")
-        super().__setattr__(name, value)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))  # a status the log does not know is refused
 
-    def mark_committed(self, at: float) -> None:
-        self.status = COMMITTED
-        self.committed_at = at
+    def committed(self, at: float) -> LogEntry:
+        """The entry once every shard's transaction committed; a committed entry stays as it is."""
+        return self if self.status is COMMITTED else replace(self, status=COMMITTED, committed_at=at)
 
     def to_json(self) -> bytes:
-        return json.dumps({**asdict(self), "status": self.status.value}, indent=1, sort_keys=True).encode()
+        fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps({**fields_, "status": self.status.value, "source_offsets": self.source_offsets.to_json()},
+                          indent=1, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes, where: str = "sink log entry") -> LogEntry:
-        fields = json.loads(data)
-        check_format(where, fields.get("format"), LOG_FORMAT)
-        return cls(**fields)
+        fields_ = json.loads(data)
+        check_format(where, fields_.get("format"), LOG_FORMAT)
+        return cls(**{**fields_, "source_offsets": SourceOffsets.from_json(fields_["source_offsets"])})
 
 
 class SinkLogConflict(JobFailure, RuntimeError):

@@ -16,8 +16,10 @@ from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
 from ..kafka import permissions
 from ..kafka.client import cluster_topics, librdkafka_config
 from ..pipeline.parsing import event_schema
-from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_markers
+from ..sink.coordinator import markers_went_back
+from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_marker_values, read_markers
 from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
+from ..sink.recovery import markers_ahead, markers_gone_back
 from ..sink.settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms, transactional_ids
 from ..sink.sink_log import SinkLog
 from ..storage import checkpoint, object_store
@@ -154,7 +156,8 @@ def check_pinned_sink_settings(config: JobConfig) -> None:
 
 def check_checkpoint_against_markers(config: JobConfig) -> None:
     """A checkpoint older than what the sink published (restored from a copy) would plan new
-    ranges for batches the markers say are published: they would be skipped, or published twice."""
+    ranges for batches the markers say are published: they would be skipped, or published twice.
+    The check is the coordinator's (recovery.markers_ahead), asked of the last planned batch."""
     if not config.exactly_once:
         return
     location = resolve_location(config.checkpoint_location)
@@ -163,22 +166,29 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
         return  # a new checkpoint: check_sink_identity
     # Not settled: a crash before the Kafka commit leaves this sink's own transaction open until
     # the coordinator's init_transactions aborts it; the coordinator reads settled markers then.
-    markers = read_markers(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka,
-                           settled=False)
-    newest = max(markers.values(), default=-1)
-    if newest > planned[-1]:
+    markers = read_marker_values(config.bootstrap_servers, config.marker_topic, config.sink_id, config.kafka,
+                                 settled=False)
+    if gone_back := markers_gone_back(markers):
+        shard, marker = next(iter(gone_back.items()))
+        raise markers_went_back(config.sink_id, config.marker_topic, shard, marker)
+    last = planned[-1]
+    if ahead := markers_ahead(last, checkpoint.SourceOffsets.of_batch(location, last).digest(), markers):
+        newest = max(marker.batch_id for marker in ahead.values())
         raise ConfigError(
-            "checkpoint_location", f"{location} plans batches up to {planned[-1]}, but sink {config.sink_id!r} "
-            f"already published batch {newest}: the checkpoint is older than the output (restored from a copy?). "
-            "Use the checkpoint the job last ran with, or start afresh with a new sink_id and a new checkpoint.")
+            "checkpoint_location", f"{location} plans batches up to {last}, but sink {config.sink_id!r} "
+            f"already published batch {newest}{' from other source offsets' if newest == last else ''}: the "
+            "checkpoint is older than the output (restored from a copy?). Use the checkpoint the job last ran "
+            "with, or start afresh with a new sink_id and a new checkpoint.")
+    newest = max((marker.batch_id for marker in markers.values()), default=-1)
     entry = SinkLog(location, config.sink_id).read(newest) if newest >= 0 else None
-    if entry is None or not entry.source_offsets:
+    if entry is None:
         return
-    offsets = {"sources": checkpoint.batch_offsets(location, newest)}
+    offsets = checkpoint.SourceOffsets.of_batch(location, newest)
     if entry.source_offsets != offsets:
         raise ConfigError(
-            "checkpoint_location", f"batch {newest} was published from source offsets {entry.source_offsets}, but "
-            f"{location}/offsets/{newest} says {offsets}: the checkpoint is not the one the job published from.")
+            "checkpoint_location", f"batch {newest} was published from source offsets "
+            f"{entry.source_offsets.to_json()}, but {location}/offsets/{newest} says {offsets.to_json()}: the "
+            "checkpoint is not the one the job published from.")
 
 
 def check_sink_identity(config: JobConfig) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass, field
+from typing import Any
 
 from .files import exists, filesystem, list_names, read_bytes
 
@@ -28,23 +31,93 @@ def planned_batches(location: str) -> list[int]:
     return _batch_ids(location, "offsets")
 
 
-def batch_offsets(location: str, batch_id: int) -> list[dict]:
-    """The source offsets of batch N from `offsets/N` (a version line, metadata, one line per source)."""
-    fs, base = filesystem(location)
-    path = f"{base}/offsets/{batch_id}"
-    if not exists(fs, path):
-        return []
-    lines = read_bytes(fs, path).decode().splitlines()
-    return [json.loads(line) for line in lines[2:] if line.strip() and line.strip() != "-"]
+# A Kafka source's offsets, as Spark writes and reports them: {"<topic>": {"<partition>": offset}}.
+KafkaOffsets = dict[str, dict[str, int]]
+
+
+def kafka_offsets(source: object) -> KafkaOffsets | None:
+    """A Kafka source's offsets from what Spark wrote or reported for a source (JSON text, or
+    parsed): {topic: {partition: offset}}. None for another kind of source (a file or rate
+    source, whose offsets are no map of topics) or for what does not parse."""
+    if isinstance(source, str):
+        try:
+            source = json.loads(source)
+        except ValueError:
+            return None
+    if not isinstance(source, dict) or not all(isinstance(partitions, dict) for partitions in source.values()):
+        return None
+    try:
+        return {str(topic): {str(partition): int(offset) for partition, offset in partitions.items()}
+                for topic, partitions in source.items()}
+    except (TypeError, ValueError):
+        return None
+
+
+def offsets_digest(source_offsets: object) -> str:
+    return hashlib.sha256(json.dumps(source_offsets, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SourceOffsets:
+    """A batch's source offsets, one per source as Spark's `offsets/N` has them, parsed once:
+    `kafka` holds a Kafka source's as {topic: {partition: offset}} (None for another kind of
+    source, which is kept as written and not compared). The sink log entry keeps `sources`, the
+    batch marker their digest."""
+
+    sources: tuple[Any, ...] = ()
+    kafka: tuple[KafkaOffsets | None, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sources", tuple(self.sources))
+        object.__setattr__(self, "kafka", tuple(kafka_offsets(source) for source in self.sources))
+
+    @classmethod
+    def of_batch(cls, location: str, batch_id: int) -> SourceOffsets:
+        """Batch N's, from `offsets/N` (a version line, metadata, one line per source); none without it."""
+        fs, base = filesystem(location)
+        path = f"{base}/offsets/{batch_id}"
+        if not exists(fs, path):
+            return cls()
+        lines = read_bytes(fs, path).decode().splitlines()
+        return cls(tuple(json.loads(line) for line in lines[2:] if line.strip() and line.strip() != "-"))
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> SourceOffsets:
+        """As the sink log entry keeps them: {"sources": [...]}."""
+        return cls(tuple(value["sources"]))
+
+    def to_json(self) -> dict[str, list[Any]]:
+        return {"sources": list(self.sources)}
+
+    def digest(self) -> str:
+        """What a batch marker names: a re-run of the batch has the same, another batch of the
+        same id (a checkpoint older than the output) another."""
+        return offsets_digest(self.to_json())
+
+    def topic(self, topic: str) -> dict[str, int]:
+        """Where the batch ends in `topic`: {"<partition>": next offset to read}; {} if no source reads it."""
+        return next((dict(source[topic]) for source in self.kafka if source is not None and topic in source), {})
+
+    def going_back_from(self, earlier: SourceOffsets) -> list[str]:
+        """Per Kafka source, each partition whose offset is lower here than in `earlier`, or
+        missing here. Sources of other kinds are not compared."""
+        problems = []
+        for before, now in zip(earlier.kafka, self.kafka, strict=False):
+            if before is None or now is None:
+                continue
+            for topic, partitions in before.items():
+                for partition, offset in partitions.items():
+                    if partition not in now.get(topic, {}):
+                        problems.append(f"{topic}/{partition} (at {offset}) is gone")
+                    elif now[topic][partition] < offset:
+                        problems.append(f"{topic}/{partition} went back from {offset} to {now[topic][partition]}")
+        return problems
 
 
 def input_offsets(location: str, batch_id: int, topic: str) -> dict[str, int]:
     """Where batch N ends in `topic`: {"<partition>": next offset to read}, from the line that
     Spark's Kafka source wrote ({"<topic>": {"<partition>": offset}})."""
-    for source in batch_offsets(location, batch_id):
-        if isinstance(source, dict) and isinstance(source.get(topic), dict):
-            return {str(partition): int(offset) for partition, offset in source[topic].items()}
-    return {}
+    return SourceOffsets.of_batch(location, batch_id).topic(topic)
 
 
 def initial_offsets(location: str, topic: str) -> dict[str, int]:

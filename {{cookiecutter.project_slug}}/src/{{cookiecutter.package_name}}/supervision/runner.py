@@ -3,7 +3,6 @@ strategy says, and stop cleanly at a batch boundary on SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -27,6 +26,7 @@ from ..sink import KafkaSink
 from ..sink.coordinator import Published
 from ..startup import preflight
 from ..startup.startup import StartupTimes
+from ..storage.checkpoint import kafka_offsets
 from ..storage.files import resolve_location
 from .heartbeat import Heartbeat
 from .outage import OutageTolerance
@@ -134,18 +134,11 @@ def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: 
 def lag_per_partition(progress: dict) -> dict[tuple[str, str], int] | None:
     """Records each input partition had beyond the batch's end (Spark's latestOffset − endOffset)."""
     source = (progress.get("sources") or [{}])[0]
-    latest, end = source.get("latestOffset"), source.get("endOffset")
-    try:
-        latest_offsets = _partitions(json.loads(latest) if isinstance(latest, str) else latest)
-        end_offsets = _partitions(json.loads(end) if isinstance(end, str) else end)
-        return {p: max(0, offset - end_offsets.get(p, 0)) for p, offset in latest_offsets.items()}
-    except (TypeError, ValueError, AttributeError):
+    latest, end = kafka_offsets(source.get("latestOffset")), kafka_offsets(source.get("endOffset"))
+    if latest is None or end is None:
         return None
-
-
-def _partitions(offsets: dict) -> dict[tuple[str, str], int]:
-    """Spark's Kafka source reports {"<topic>": {"<partition>": offset}}."""
-    return {(topic, p): int(o) for topic, partitions in offsets.items() for p, o in partitions.items()}
+    return {(topic, p): max(0, offset - end.get(topic, {}).get(p, 0))
+            for topic, partitions in latest.items() for p, offset in partitions.items()}
 
 
 def run(spark: SparkSession, config: JobConfig, build_query: QueryBuilder, stop: StopRequested | None = None,
