@@ -131,6 +131,8 @@ def verdict(error: BaseException) -> Verdict:
     is a failure the restart strategy retries."""
     if isinstance(error, JobFailure):
         return Verdict(error.outcome, _line(error), error.option, _first_line(error), Source.JOB)
+    if isinstance(error, TimeoutError):  # a client's future that no answer completed in time
+        return Verdict(Outcome.RIDE_OUT, f"{type(error).__name__}: no answer in time {_first_line(error)}".strip())
     kafka_error = _kafka_error(error)
     if kafka_error is not None:
         outcome, option = kafka_outcome(kafka_error)

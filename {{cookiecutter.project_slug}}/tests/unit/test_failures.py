@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from typing import ClassVar
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -64,6 +65,11 @@ class _Shard:
     shard, transactional_id = 0, "job-sink-0"
 
 
+class _Settings:
+    client: ClassVar[dict[str, str]] = {"sasl.username": "job"}
+    transactional_id_prefix, sink_id = "job", "sink"
+
+
 @pytest.mark.parametrize(("code", "fatal", "raised", "outcome"), [
     (KafkaError._FENCED, True, coordinator.ProducerFenced, Outcome.FENCED),
     (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, coordinator.TransactionalIdRefused, Outcome.STOP),
@@ -72,9 +78,10 @@ class _Shard:
     (KafkaError.UNKNOWN, False, coordinator.CommitFailed, Outcome.RETRY),
 ])
 def test_a_failed_transaction_becomes_the_sinks_own_exception_with_the_codes_outcome(code, fatal, raised, outcome):
-    failure = coordinator.failed_transaction(_Shard(), 7, KafkaError(code, "x", fatal=fatal), attempt=0)
+    failure = coordinator.failed_transaction(_Settings(), _Shard(), 7, KafkaError(code, "x", fatal=fatal),  # type: ignore[arg-type]
+                                             attempt=0)
     assert type(failure) is raised and verdict(failure).outcome is outcome, verdict(failure)
-    assert "job-sink-0" in str(failure) or "batch 7" in str(failure)
+    assert any(name in str(failure) for name in ("job-sink-0", "batch 7", "User:job may not WRITE")), failure
 
 
 def test_a_refused_record_stops_naming_the_limit_instead_of_being_retried():
@@ -86,6 +93,13 @@ def test_the_checkpoint_behind_the_output_stops_naming_checkpoint_location():
     judged = verdict(coordinator.CheckpointBehindOutput("batch 3 is planned by ..."))
     assert (judged.outcome, judged.option, judged.message) == (Outcome.STOP, "checkpoint_location",
                                                                "batch 3 is planned by ...")
+
+
+def test_a_time_out_is_waited_out_and_a_job_failure_that_is_one_keeps_its_own_outcome():
+    assert verdict(TimeoutError()).outcome is Outcome.RIDE_OUT  # an admin future nobody answered in time
+    from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided
+
+    assert verdict(MarkersUndecided("held open")).outcome is Outcome.RETRY
 
 
 def test_anything_else_is_a_failure_for_the_restart_strategy():

@@ -101,6 +101,10 @@ def may_write_transactional_id(bootstrap_servers: str, settings: Mapping[str, st
 
 
 def transactional_ids_refused(settings: Mapping[str, str] | None, prefix: str) -> ConfigError:
-    return ConfigError("transactional_id_prefix", f"{principal(settings)} may not WRITE the transactional ids "
-                                                   f"{prefix}*; grant WRITE on transactional ids with that prefix "
-                                                   "(README: Kafka ACLs)")
+    return ConfigError("transactional_id_prefix", transactional_ids_refusal(settings, prefix))
+
+
+def transactional_ids_refusal(settings: Mapping[str, str] | None, prefix: str) -> str:
+    """What the one line says when Kafka refuses the principal the sink's transactional ids."""
+    return (f"{principal(settings)} may not WRITE the transactional ids {prefix}*; grant WRITE on transactional ids "
+            "with that prefix (README: Kafka ACLs)")

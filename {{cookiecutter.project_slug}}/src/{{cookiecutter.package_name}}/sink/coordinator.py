@@ -49,7 +49,7 @@ from ..storage.checkpoint import SourceOffsets
 from . import faults
 from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
 from .marker import marker_key, marker_value
-from .producers import CommitShard, ProducerPool
+from .producers import CommitShard, ProducerPool, TransactionalIdRefused
 from .recovery import Action, BatchFigures, Decision, MarkerFacts, ShardRecovery, decide
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
@@ -65,13 +65,6 @@ class ProducerFenced(JobFailure, RuntimeError):
     """Another driver took over this sink's transactional id: this one must stop."""
 
     outcome = Outcome.FENCED
-
-
-class TransactionalIdRefused(JobFailure, RuntimeError):
-    """Kafka refuses the job's principal this sink's transactional id (an ACL): no restart helps."""
-
-    outcome = Outcome.STOP
-    option = "transactional_id_prefix"
 
 
 class CommitFailed(JobFailure, RuntimeError):
@@ -286,7 +279,7 @@ def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, b
                 if attempt < ABORTED_TRANSACTION_RETRIES:  # aborted for a transient reason: again, in place
                     metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
                     continue
-            raise failed_transaction(shard, batch_id, kafka_error, attempt) from error
+            raise failed_transaction(settings, shard, batch_id, kafka_error, attempt) from error
     metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
     return published
@@ -375,7 +368,8 @@ def _abort(settings: SinkSettings, shard: CommitShard) -> None:
                     "the transaction", shard.transactional_id, error.args[0].str())
 
 
-def failed_transaction(shard: CommitShard, batch_id: int, error: KafkaError, attempt: int) -> JobFailure:
+def failed_transaction(settings: SinkSettings, shard: CommitShard, batch_id: int, error: KafkaError,
+                       attempt: int) -> JobFailure:
     """A shard's transaction that failed, as the sink's own exception: its outcome is the one the
     error's code maps to (failures.kafka_outcome), its message names the transactional id."""
     outcome, _ = kafka_outcome(error)
@@ -384,7 +378,7 @@ def failed_transaction(shard: CommitShard, batch_id: int, error: KafkaError, att
         return ProducerFenced(f"{where}. Another job (or a newer instance of this one) uses the same sink id; "
                               "this one stops.")
     if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        return TransactionalIdRefused(f"{where}; grant WRITE on transactional ids with its prefix (README: Kafka ACLs)")
+        return TransactionalIdRefused.of(settings)
     if outcome is Outcome.HALT:
         return KafkaFatal(f"{where}: the producer cannot go on; the job stops")
     retried = f", aborted {attempt + 1} times" if error.txn_requires_abort() else ""

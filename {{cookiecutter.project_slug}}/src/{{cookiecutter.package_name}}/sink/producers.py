@@ -7,12 +7,14 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
+from ..failures import JobFailure, Outcome
 from ..kafka.client import ClientConfig, librdkafka_config, quiet_client_logs
+from ..kafka.permissions import transactional_ids_refusal
 from .marker import ForeignTransactionWait, ensure_marker_topic, read_marker_values
 from .recovery import ShardRecovery
-from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms
+from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms, transactional_ids
 
 # A shard of a sink: its brokers, its transactional id, its number.
 _Key = tuple[str, str, int]
@@ -35,7 +37,24 @@ class CommitShard:
         self.producer = Producer(producer_config(settings, shard))
         # Fences any older producer with this id and completes or aborts its open transaction;
         # only after that is the marker a settled fact.
-        self.producer.init_transactions(settings.commit_timeout_seconds)
+        try:
+            self.producer.init_transactions(settings.commit_timeout_seconds)
+        except KafkaException as error:
+            if error.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                raise TransactionalIdRefused.of(settings) from error
+            raise
+
+
+class TransactionalIdRefused(JobFailure, RuntimeError):
+    """Kafka refuses the job's principal this sink's transactional ids (an ACL): no restart helps."""
+
+    outcome = Outcome.STOP
+    option = "transactional_id_prefix"
+
+    @classmethod
+    def of(cls, settings: SinkSettings) -> TransactionalIdRefused:
+        prefix = transactional_ids(settings.transactional_id_prefix, settings.sink_id)
+        return cls(transactional_ids_refusal(settings.client, prefix))
 
 
 class ProducerPool:
