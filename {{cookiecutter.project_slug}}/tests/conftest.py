@@ -47,7 +47,7 @@ def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     """Three secured brokers, containers or processes as KAFKA_PROVIDER says (cluster_launcher)."""
     cluster = LocalKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), secured=True, launcher=cluster_launcher())
     yield from serving(request, cluster, KafkaUnavailable, "these tests need a three-broker Kafka cluster",
-                       lambda cluster, seconds: f"kafka: three-broker cluster of {cluster.launcher}s at "
+                       lambda cluster, seconds: f"kafka: three-broker cluster, {cluster.launcher} nodes, at "
                                                 f"{cluster.bootstrap_servers}, up in {seconds:.1f}s")
 
 
