@@ -132,7 +132,8 @@ def verdict(error: BaseException) -> Verdict:
     if isinstance(error, JobFailure):
         return Verdict(error.outcome, _line(error), error.option, _first_line(error), Source.JOB)
     if isinstance(error, TimeoutError):  # a client's future that no answer completed in time
-        return Verdict(Outcome.RIDE_OUT, f"{type(error).__name__}: no answer in time {_first_line(error)}".strip())
+        return Verdict(Outcome.RIDE_OUT, f"{type(error).__name__}: a request got no answer in time {_first_line(error)}"
+                       .strip())
     kafka_error = _kafka_error(error)
     if kafka_error is not None:
         outcome, option = kafka_outcome(kafka_error)
@@ -289,7 +290,7 @@ class Tolerance:
         return True
 
     def run(self, attempt: Callable[[], T], past: Callable[[Verdict, float], BaseException],
-            retry_pause: float = 2.0) -> T:
+            retry_pause: float = 2.0, reason: Callable[[Verdict], str] = lambda judged: judged.message) -> T:
         """`attempt()` until it returns; a failure that rides out (its verdict) is tried again
         within the tolerance; past it, `past(verdict, seconds waited)` is raised instead (one line,
         no traceback); any other failure is raised as it is."""
@@ -300,7 +301,7 @@ class Tolerance:
                 judged = verdict(error)
                 if judged.outcome is not Outcome.RIDE_OUT:
                     raise
-                if not self.pause(judged.message, retry_pause):
+                if not self.pause(reason(judged), retry_pause):
                     raise past(judged, self.waited()) from None
                 continue
             if self.since is not None:

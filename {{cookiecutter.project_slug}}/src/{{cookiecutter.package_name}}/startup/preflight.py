@@ -41,15 +41,20 @@ def startup_tolerance(config: JobConfig) -> Tolerance:
     """A start-up check that meets Kafka in an outage (no broker answers, a request times out,
     no controller) waits within kafka_outage_tolerance_seconds, so that a driver restarted during
     a rolling broker restart does not crash-loop; past it, the start fails in one line."""
-    return Tolerance("the checkpoint exists, waiting" if _has_checkpoint(config) else "waiting",
+    return Tolerance("the checkpoint exists, waiting" if _has_checkpoint(config) else "the start-up checks wait",
                      config.kafka_outage_tolerance_seconds, event_kind="kafka_unreachable")
 
 
 def past_tolerance(config: JobConfig) -> Callable[[Verdict, float], BaseException]:
     def gave_up(judged: Verdict, waited: float) -> BaseException:
-        return GaveUp(f"{judged.message} for {waited:.0f}s at start-up, past kafka_outage_tolerance_seconds "
-                      f"({config.kafka_outage_tolerance_seconds:.0f})")
+        return GaveUp(f"Kafka at {config.bootstrap_servers} in an outage for {waited:.0f}s at start-up, past "
+                      f"kafka_outage_tolerance_seconds ({config.kafka_outage_tolerance_seconds:.0f}); "
+                      f"last: {judged.line}")
     return gave_up
+
+
+def outage_reason(config: JobConfig) -> Callable[[Verdict], str]:
+    return lambda judged: f"Kafka at {config.bootstrap_servers} in an outage ({judged.line})"
 
 
 def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
@@ -57,7 +62,7 @@ def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
     for a new checkpoint; a job whose checkpoint exists reached them before, so it is an outage:
     waited out like one (startup_tolerance)."""
     startup_tolerance(config).run(lambda: _check_kafka(config, timeout), past_tolerance(config),
-                                  STARTUP_RETRY_SECONDS)
+                                  STARTUP_RETRY_SECONDS, outage_reason(config))
 
 
 def _check_kafka(config: JobConfig, timeout: float) -> None:
@@ -248,7 +253,8 @@ def check_transactional_ids(config: JobConfig) -> None:
 def check_sink(config: JobConfig) -> None:
     """The sink's checks against Kafka and the checkpoint: no Spark needed. Kafka in an outage
     is waited out (startup_tolerance): the checks run again once it answers."""
-    startup_tolerance(config).run(lambda: _check_sink(config), past_tolerance(config), STARTUP_RETRY_SECONDS)
+    startup_tolerance(config).run(lambda: _check_sink(config), past_tolerance(config), STARTUP_RETRY_SECONDS,
+                                  outage_reason(config))
 
 
 def _check_sink(config: JobConfig) -> None:
