@@ -1,5 +1,5 @@
 """Savepoints: a portable snapshot of the job, taken on purpose, from which a changed or
-rescaled job resumes where the old one stopped (the seeds' savepoints, on Spark).
+rescaled job resumes where the old one stopped (Flink's savepoints, on Spark).
 
 A savepoint is a directory (local path or s3://):
 

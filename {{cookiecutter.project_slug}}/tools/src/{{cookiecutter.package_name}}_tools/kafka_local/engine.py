@@ -1,7 +1,7 @@
 """A container engine for testcontainers where none answers: Podman's Docker-API service.
 
 On machines with Docker this module does nothing. On a bare Linux machine (root, apt, no
-Docker daemon) it installs Podman, configures it for a sandbox without systemd, and serves
+Docker daemon) it installs Podman, configures it for a machine without systemd, and serves
 its Docker-compatible API on a private socket for the duration of a `with` block.
 """
 
