@@ -245,9 +245,10 @@ LOG_EVERY_SECONDS = 5.0
 class Tolerance:
     """Waits something out for at most `seconds` (a Kafka outage, another producer's open
     transaction), saying so in one line every LOG_EVERY_SECONDS: the one loop of "wait within a
-    tolerance" the job has. `stop`: set when the job stops; the wait gives up at once."""
+    tolerance" the job has. `what`: what the job does meanwhile, for its lines (or a function that
+    says it, asked only when a line is due); `stop`: set when the job stops; the wait gives up at once."""
 
-    def __init__(self, what: str, seconds: float, stop: threading.Event | None = None,
+    def __init__(self, what: str | Callable[[], str], seconds: float, stop: threading.Event | None = None,
                  log_every: float = LOG_EVERY_SECONDS, event_kind: str = "waiting", quiet_for: float = 0.0) -> None:
         self.what = what
         self.event_kind = event_kind
@@ -261,13 +262,10 @@ class Tolerance:
     def waited(self) -> float:
         return 0.0 if self.since is None else time.monotonic() - self.since
 
-    def spent(self) -> bool:
-        return self.waited() > self.seconds
-
     def reset(self) -> None:
         self.since = None
 
-    def pause(self, reason: str | Callable[[float], None], seconds: float, **fields: object) -> bool:
+    def pause(self, reason: str | Callable[[float], None], seconds: float) -> bool:
         """Start (or go on) waiting: say so when due, sleep `seconds`. False when the tolerance is
         spent or a stop came: give up. `reason`: what is waited out, for the standard line; or a
         function given the seconds waited that logs a line of its own (called only when due)."""
@@ -281,13 +279,16 @@ class Tolerance:
             if callable(reason):
                 reason(waited)
             else:
-                log.warning("%s for %.0fs (tolerance %.0fs): %s", reason, waited, self.seconds, self.what,
+                log.warning("%s for %.0fs (tolerance %.0fs): %s", reason, waited, self.seconds, self._what(),
                             extra={"event": {"event": self.event_kind, "reason": reason, "seconds": round(waited),
-                                             "tolerance_seconds": self.seconds, **fields}})
+                                             "tolerance_seconds": self.seconds}})
         if self.stop is not None:
             return not self.stop.wait(seconds)
         time.sleep(seconds)
         return True
+
+    def _what(self) -> str:
+        return self.what() if callable(self.what) else self.what
 
     def run(self, attempt: Callable[[], T], past: Callable[[Verdict, float], BaseException],
             retry_pause: float = 2.0, reason: Callable[[Verdict], str] = lambda judged: judged.message) -> T:
@@ -305,6 +306,6 @@ class Tolerance:
                     raise past(judged, self.waited()) from None
                 continue
             if self.since is not None:
-                log.warning("%s: done after %.0fs of waiting", self.what, self.waited())
+                log.warning("%s: done after %.0fs of waiting", self._what(), self.waited())
             self.reset()
             return result

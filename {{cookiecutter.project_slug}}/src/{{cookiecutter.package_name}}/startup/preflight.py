@@ -37,32 +37,28 @@ class KafkaNotAnswering(JobFailure, RuntimeError):
     outcome = Outcome.RIDE_OUT
 
 
-def startup_tolerance(config: JobConfig) -> Tolerance:
-    """A start-up check that meets Kafka in an outage (no broker answers, a request times out,
-    no controller) waits within kafka_outage_tolerance_seconds, so that a driver restarted during
-    a rolling broker restart does not crash-loop; past it, the start fails in one line."""
-    return Tolerance("the checkpoint exists, waiting" if _has_checkpoint(config) else "the start-up checks wait",
-                     config.kafka_outage_tolerance_seconds, event_kind="kafka_unreachable")
+def outages_waited_out(config: JobConfig, checks: Callable[[], None]) -> None:
+    """Run start-up checks; one that meets Kafka in an outage (no broker answers, a request times
+    out, no controller) runs them again within kafka_outage_tolerance_seconds, so that a driver
+    restarted during a rolling broker restart does not crash-loop; past it, the start fails in one line."""
+    servers, seconds = config.bootstrap_servers, config.kafka_outage_tolerance_seconds
 
-
-def past_tolerance(config: JobConfig) -> Callable[[Verdict, float], BaseException]:
     def gave_up(judged: Verdict, waited: float) -> BaseException:
-        return GaveUp(f"Kafka at {config.bootstrap_servers} in an outage for {waited:.0f}s at start-up, past "
-                      f"kafka_outage_tolerance_seconds ({config.kafka_outage_tolerance_seconds:.0f}); "
-                      f"last: {judged.line}")
-    return gave_up
+        return GaveUp(f"Kafka at {servers} in an outage for {waited:.0f}s at start-up, past "
+                      f"kafka_outage_tolerance_seconds ({seconds:.0f}); last: {judged.line}")
 
-
-def outage_reason(config: JobConfig) -> Callable[[Verdict], str]:
-    return lambda judged: f"Kafka at {config.bootstrap_servers} in an outage ({judged.line})"
+    # Whether the checkpoint exists is asked only when a wait is said: not at every start.
+    tolerance = Tolerance(lambda: "the checkpoint exists, waiting" if _has_checkpoint(config)
+                          else "the start-up checks wait", seconds, event_kind="kafka_unreachable")
+    tolerance.run(checks, gave_up, STARTUP_RETRY_SECONDS,
+                  lambda judged: f"Kafka at {servers} in an outage ({judged.line})")
 
 
 def check_kafka(config: JobConfig, timeout: float = 10.0) -> None:
     """The brokers answer and the job's topics exist. Unreachable brokers are a configuration error
     for a new checkpoint; a job whose checkpoint exists reached them before, so it is an outage:
-    waited out like one (startup_tolerance)."""
-    startup_tolerance(config).run(lambda: _check_kafka(config, timeout), past_tolerance(config),
-                                  STARTUP_RETRY_SECONDS, outage_reason(config))
+    waited out like one (outages_waited_out)."""
+    outages_waited_out(config, lambda: _check_kafka(config, timeout))
 
 
 def _check_kafka(config: JobConfig, timeout: float) -> None:
@@ -177,7 +173,8 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
         shard, marker = next(iter(gone_back.items()))
         raise markers_went_back(config.sink_id, config.marker_topic, shard, marker)
     last = planned[-1]
-    if ahead := markers_ahead(last, checkpoint.SourceOffsets.of_batch(location, last).digest(), markers):
+    last_offsets = checkpoint.SourceOffsets.of_batch(location, last)
+    if ahead := markers_ahead(last, last_offsets.digest(), markers):
         newest = max(marker.batch_id for marker in ahead.values())
         raise ConfigError(
             "checkpoint_location", f"{location} plans batches up to {last}, but sink {config.sink_id!r} "
@@ -188,7 +185,7 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
     entry = SinkLog(location, config.sink_id).read(newest) if newest >= 0 else None
     if entry is None:
         return
-    offsets = checkpoint.SourceOffsets.of_batch(location, newest)
+    offsets = last_offsets if newest == last else checkpoint.SourceOffsets.of_batch(location, newest)
     if entry.source_offsets != offsets:
         raise ConfigError(
             "checkpoint_location", f"batch {newest} was published from source offsets "
@@ -252,9 +249,8 @@ def check_transactional_ids(config: JobConfig) -> None:
 
 def check_sink(config: JobConfig) -> None:
     """The sink's checks against Kafka and the checkpoint: no Spark needed. Kafka in an outage
-    is waited out (startup_tolerance): the checks run again once it answers."""
-    startup_tolerance(config).run(lambda: _check_sink(config), past_tolerance(config), STARTUP_RETRY_SECONDS,
-                                  outage_reason(config))
+    is waited out (outages_waited_out): the checks run again once it answers."""
+    outages_waited_out(config, lambda: _check_sink(config))
 
 
 def _check_sink(config: JobConfig) -> None:
