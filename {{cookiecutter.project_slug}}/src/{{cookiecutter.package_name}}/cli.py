@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import __version__
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked, secret_values
-from .failures import ConfigError, GaveUp, JobFailure, KafkaUnavailable, Outcome, Source, verdict
+from .failures import ConfigError, GaveUp, KafkaUnavailable, Outcome, Source, verdict
 from .observability.logs import quiet_libraries, report_exit
 from .storage import object_store
 
@@ -209,20 +209,14 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     except GaveUp as error:  # the restart strategy's verdict; each failure was logged above
         report_exit(str(error))
         return 1
-    except JobFailure as error:  # met outside the runner (a start-up check, a command): its outcome says
-        judged = verdict(error)
-        if judged.outcome is Outcome.STOP:
-            report_exit(str(ConfigError(judged.option or "kafka", judged.message)))
-            return 2
-        report_exit(f"stopping: {judged.line}")
-        return 1
     except Exception as error:
+        # One of the job's failures met outside the runner (a start-up check, a command), or
+        # Kafka's answer to a command (an outage, a refusal): one line, the exit status from its outcome.
         judged = verdict(error)
-        if judged.source is not Source.KAFKA:
+        if judged.source not in (Source.JOB, Source.KAFKA):
             raise  # a defect: its traceback is what a report needs
-        # Kafka's answer to a command (an outage, a refusal): one line, its code named.
         if judged.outcome is Outcome.STOP:
             report_exit(str(ConfigError(judged.option or "kafka", judged.message)))
             return 2
-        report_exit(judged.line)
+        report_exit(judged.line if judged.source is Source.KAFKA else f"stopping: {judged.line}")
         return 1
