@@ -260,6 +260,8 @@ def crash_at_each_point(job: JobUnderTest, points: tuple[str, ...], seed: int, *
         crashes.append(Crash(point, batch, visible))
     drained = job.run(**options)
     assert drained.returncode == 0, drained.stdout[-3000:]
+    if "publish_from" in options:  # where phase 2 ran: the batch lines say
+        assert f"published from {options['publish_from']}" in drained.stdout, drained.stdout[-3000:]
     counts, malformed = merged(sample)
     return job.verify(counts, malformed), crashes
 

@@ -28,10 +28,13 @@ ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
 Guarantee = Literal["exactly-once", "at-least-once"]
 RestartStrategyKind = Literal["none", "fixed-delay", "exponential-backoff", "failure-rate"]
 LogFormat = Literal["text", "json"]  # logs.py
+# Where phase 2 publishes a batch from (kafka_sink.py): the driver for small batches, Spark tasks otherwise.
+PublishFrom = Literal["auto", "tasks", "driver"]
 GUARANTEES: tuple[str, ...] = get_args(Guarantee)
 RESTART_STRATEGIES: tuple[str, ...] = get_args(RestartStrategyKind)
 FIELD_TYPES = ("string", "int", "float", "bool")
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
+PUBLISH_FROM: tuple[str, ...] = get_args(PublishFrom)
 TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 # The [s3] table's settings (object_store.py); secret_access_key may be `${VAR}`, and is masked.
 S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
@@ -67,6 +70,7 @@ class JobConfig:
     transactional_id_prefix: str = "{{ cookiecutter.transactional_id_prefix }}"
     commit_shards: int = 1
     commit_timeout_seconds: float = 60.0
+    publish_from: PublishFrom = "auto"
 
     trigger_interval_seconds: float = {{ cookiecutter.trigger_interval_seconds }}
     max_offsets_per_trigger: int = 200_000  # Spark's maxOffsetsPerTrigger: transaction markers count too
@@ -246,7 +250,7 @@ def _check_names(config: JobConfig) -> None:
 
 def _check_choices(config: JobConfig) -> None:
     for option, allowed in (("delivery_guarantee", GUARANTEES), ("log_format", LOG_FORMATS),
-                            ("restart_strategy", RESTART_STRATEGIES)):
+                            ("publish_from", PUBLISH_FROM), ("restart_strategy", RESTART_STRATEGIES)):
         if getattr(config, option) not in allowed:
             raise ConfigError(option, f"{getattr(config, option)!r} is not one of {', '.join(allowed)}")
 

@@ -56,11 +56,14 @@ def crash_and_recover(job, fault: str, **options: str):
     return job.verify(counts, malformed), batches_at_crash
 
 
-def test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol(job):
+@pytest.mark.parametrize("publish_from", ["tasks", "driver"])
+def test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol(job, publish_from):
     """SIGKILL at every step of the protocol, one after the other on one checkpoint
-    (harness.crash_at_each_point). No output of a crashed batch is visible before its Kafka
-    commit; after it, all of it is; in the end nothing is lost or doubled, batch by batch."""
-    verdict, crashes = crash_at_each_point(job, faults.POINTS, seed=17)
+    (harness.crash_at_each_point), with phase 2 in Spark tasks (the points of steps 3 and 4 fire
+    in a publishing task, which kills the driver) and on the driver. No output of a crashed batch
+    is visible before its Kafka commit; after it, all of it is; in the end nothing is lost or
+    doubled, batch by batch."""
+    verdict, crashes = crash_at_each_point(job, faults.POINTS, seed=17, publish_from=publish_from)
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems
@@ -89,35 +92,28 @@ def test_the_same_crash_duplicates_with_the_at_least_once_sink(job):
 
 
 @pytest.mark.parametrize("shards", ["1", "2"])
-def test_a_batch_past_the_drivers_result_limit_is_staged_and_published_once_through_a_crash(job, shards):
+def test_a_batch_past_the_drivers_result_limit_is_published_by_tasks_once_through_a_crash(job, shards):
     """A flood of 50 KB dead letters makes batches 0 and 1 larger than spark.driver.maxResultSize
-    (1m here): collecting batch 0 on the driver fails, so the executors stage it as Parquet under
-    the checkpoint (a directory per commit shard) and phase 2 streams it from there. The job is
-    killed after staging, before the Kafka transaction; the re-run stages the batch again,
-    publishes it once, and removes it; batch 1, alike, is staged at once, without the failed
-    collect. Neither run logs a stack trace."""
+    (1m here). With publish_from = "driver", collecting batch 0's dead letters on the driver fails,
+    so Spark tasks publish the batch (one per commit shard). The job is killed after phase 1,
+    before the Kafka transactions; the re-run publishes the batch once. Neither run logs a stack
+    trace."""
     flood = [b"not json " + bytes([65 + i % 26]) * 50_000 + str(i).encode() for i in range(120)]
     produce(job.bootstrap_servers, job.input_topic, flood, partitions=4)
     sample = produce_sample(job, count=300, seed=21, partitions=4)
-    options = {"max_offsets_per_trigger": "60", "commit_shards": shards,
+    options = {"max_offsets_per_trigger": "60", "commit_shards": shards, "publish_from": "driver",
                "spark": json.dumps({"spark.driver.maxResultSize": "1m"})}
-    staged = job.checkpoint / "sinks" / job.sink_id / "staging" / "0"
 
     crashed = job.run(fault=faults.BATCH_COMPUTED, fault_batch=0, **options)
     assert crashed.returncode == -signal.SIGKILL, f"the fault did not kill the job:\n{crashed.stdout[-3000:]}"
-    assert list(staged.glob("**/*.parquet")), f"batch 0 was not staged:\n{crashed.stdout[-3000:]}"
     assert job.published().dead_letters == []
 
     recovered = job.run(**options)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
-    assert not staged.exists(), "the published batch's staged files were not removed"
-    for run in (crashed, recovered):  # the staged path's one line, no stack trace of Spark's
-        assert "batch 0: its records exceed spark.driver.maxResultSize; the executors stage them" in run.stdout, \
+    for run in (crashed, recovered):  # the fallback's one line, no stack trace of Spark's
+        assert "batch 0: its read-back exceeds spark.driver.maxResultSize; Spark tasks publish it" in run.stdout, \
             run.stdout[-3000:]
         assert "\tat org.apache" not in run.stdout and "Traceback" not in run.stdout, run.stdout[-3000:]
-    assert "batch 1: its records exceed" not in recovered.stdout, recovered.stdout[-3000:]
-    assert ("batch 1: the last batch's read-back was past spark.driver.maxResultSize; the executors stage this "
-            "one at once") in recovered.stdout, recovered.stdout[-3000:]
     counts, malformed = merged(sample)
     verdict = job.verify(counts, malformed + flood)
     assert verdict.exactly_once, verdict.problems

@@ -20,17 +20,20 @@ from {{ cookiecutter.package_name }}.sink import coordinator
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD, InlineRecords
 from {{ cookiecutter.package_name }}.sink.coordinator import (
     CheckpointBehindOutput,
-    CommitFailed,
     InvariantBroken,
     MarkersWentBack,
-    ProducerFenced,
-    RecordRejected,
     SourceOffsetsWentBack,
     commit_batch,
 )
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
 from {{ cookiecutter.package_name }}.sink.recovery import ShardRecovery
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
+from {{ cookiecutter.package_name }}.sink.shard_transaction import (
+    ABORTED_TRANSACTION_RETRIES,
+    CommitFailed,
+    ProducerFenced,
+    RecordRejected,
+)
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.storage.checkpoint import SourceOffsets, offsets_digest
 
@@ -217,7 +220,7 @@ def test_a_transient_abort_is_retried_in_place(settings, pool):
 
 
 def test_aborts_past_the_retries_fail_the_batch_and_forget_the_producers(settings, pool):
-    retries = coordinator.ABORTED_TRANSACTION_RETRIES
+    retries = ABORTED_TRANSACTION_RETRIES
     pool.shards[0] = FakeShard(settings, 0, commit=[kafka_error(abort=True) for _ in range(retries + 1)])
     with pytest.raises(CommitFailed, match=f"aborted {retries + 1} times"):
         commit_batch(settings, batch(), 0, pool)

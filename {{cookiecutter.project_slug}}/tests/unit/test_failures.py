@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }} import failures
 from {{ cookiecutter.package_name }}.failures import ConfigError, JobFailure, Outcome, Tolerance, verdict
-from {{ cookiecutter.package_name }}.sink import coordinator
+from {{ cookiecutter.package_name }}.sink import coordinator, shard_transaction
 
 
 def _exception_classes() -> list[type[BaseException]]:
@@ -71,21 +71,21 @@ class _Settings:
 
 
 @pytest.mark.parametrize(("code", "fatal", "raised", "outcome"), [
-    (KafkaError._FENCED, True, coordinator.ProducerFenced, Outcome.FENCED),
-    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, coordinator.TransactionalIdRefused, Outcome.STOP),
-    (KafkaError.INVALID_TXN_STATE, True, coordinator.KafkaFatal, Outcome.HALT),
-    (KafkaError._TIMED_OUT, False, coordinator.CommitFailed, Outcome.RIDE_OUT),
-    (KafkaError.UNKNOWN, False, coordinator.CommitFailed, Outcome.RETRY),
+    (KafkaError._FENCED, True, shard_transaction.ProducerFenced, Outcome.FENCED),
+    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, shard_transaction.TransactionalIdRefused, Outcome.STOP),
+    (KafkaError.INVALID_TXN_STATE, True, shard_transaction.KafkaFatal, Outcome.HALT),
+    (KafkaError._TIMED_OUT, False, shard_transaction.CommitFailed, Outcome.RIDE_OUT),
+    (KafkaError.UNKNOWN, False, shard_transaction.CommitFailed, Outcome.RETRY),
 ])
 def test_a_failed_transaction_becomes_the_sinks_own_exception_with_the_codes_outcome(code, fatal, raised, outcome):
-    failure = coordinator.failed_transaction(_Settings(), _Shard(), 7, KafkaError(code, "x", fatal=fatal),  # type: ignore[arg-type]
+    failure = shard_transaction.failed_transaction(_Settings(), _Shard(), 7, KafkaError(code, "x", fatal=fatal),  # type: ignore[arg-type]
                                              attempt=0)
     assert type(failure) is raised and verdict(failure).outcome is outcome, verdict(failure)
     assert any(name in str(failure) for name in ("job-sink-0", "batch 7", "User:job may not WRITE")), failure
 
 
 def test_a_refused_record_stops_naming_the_limit_instead_of_being_retried():
-    judged = verdict(coordinator.RecordRejected("a record for 'counts' was refused"))
+    judged = verdict(shard_transaction.RecordRejected("a record for 'counts' was refused"))
     assert (judged.outcome, judged.option) == (Outcome.STOP, "kafka.message.max.bytes")
 
 
@@ -111,13 +111,13 @@ def test_the_sink_hands_over_the_exception_its_batch_failed_with():
     from {{ cookiecutter.package_name }}.sink import KafkaSink
     from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 
-    fenced = coordinator.ProducerFenced("transactional id job-sink-0: fenced")
+    fenced = shard_transaction.ProducerFenced("transactional id job-sink-0: fenced")
 
     def encode(output, batch_id):
         raise fenced
 
     sink = KafkaSink(SinkSettings.__new__(SinkSettings), "exactly-once", encode)
-    with pytest.raises(coordinator.ProducerFenced):
+    with pytest.raises(shard_transaction.ProducerFenced):
         sink(None, 3)  # type: ignore[arg-type]
     assert sink.take_failure() is fenced and sink.take_failure() is None
 

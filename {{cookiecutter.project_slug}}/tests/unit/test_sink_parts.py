@@ -107,7 +107,7 @@ def test_a_records_commit_shard_and_the_shards_digest_depend_on_the_records_only
     assert first_records.rows_per_shard == [list(shard_of[0].values()).count(s) for s in (0, 1)]
     assert first_records.digests == rerun_records.digests and len(set(first_records.digests)) == 2
     assert first_records.parts[0].column_names == ["topic", "key", "value"]
-    assert for_commit(spark.createDataFrame(rows, schema), 1).columns == ["topic", "key", "value", DIGEST]
+    assert for_commit(spark.createDataFrame(rows, schema), 1).columns == ["topic", "key", "value", DIGEST, SHARD]
 
     changed = [*rows[:-1], ("counts", rows[-1][1], b'{"count": 2}')]
     other = InlineRecords.of(for_commit(spark.createDataFrame(changed, schema), 2).toArrow(), 2)
@@ -119,31 +119,58 @@ def test_a_records_commit_shard_and_the_shards_digest_depend_on_the_records_only
     assert digest(table) == digest(table.take(list(range(table.num_rows))[::-1])) != digest(table.slice(1))
 
 
-def test_after_a_part_too_large_for_the_driver_the_next_batch_stages_it_at_once_until_one_would_fit(spark):
-    """A backlog's batches are alike: after a staged part past half the driver's result limit, the
-    next batch's part skips the collect that would fail (the batch computed once, not twice); a
-    staged part that would have fit with room to spare sends the next one back to the driver."""
+def test_the_executors_figures_of_a_batch_are_the_drivers_and_partition_s_holds_shard_s(spark):
+    """Spark tasks publish a batch with the figures the executors computed (distributed_records),
+    which must equal those the driver computes from the same records (InlineRecords), digests
+    included (summed in two halves there, modulo 2**64 here); references are kept apart; and
+    partition s of the distributed records holds shard s's records, so task s publishes shard s."""
+    from {{ cookiecutter.package_name }}.sink.batch_records import SHARD, InlineRecords
+    from {{ cookiecutter.package_name }}.sink.distributed_records import distribute, shard_routes
+    from {{ cookiecutter.package_name }}.sink.kafka_sink import for_commit
+
+    rows = [("counts", f"k{i}".encode(), f"v{i}".encode()) for i in range(2_000)]
+    rows += [(None, f"reference-{i}".encode(), None) for i in range(3)]
+    records = for_commit(spark.createDataFrame(rows, "topic STRING, key BINARY, value BINARY").repartition(4), 5)
+    inline = InlineRecords.of(records.toArrow(), 5)
+    distributed = distribute(records, 5, shard_routes(spark, 5))
+    try:
+        assert distributed.rows_per_shard == inline.rows_per_shard and sum(inline.rows_per_shard) == 2_000
+        assert distributed.digests == inline.digests
+        assert sorted(distributed.references) == sorted(inline.references) == [b"reference-0", b"reference-1",
+                                                                               b"reference-2"]
+        assert distributed.size_bytes == sum(len(t) + len(k) + len(v) for t, k, v in rows if t)
+        held = distributed.frame.where("topic IS NOT NULL").rdd.mapPartitionsWithIndex(
+            lambda index, part: [(index, sorted({row[SHARD] for row in part}))]).collect()
+        assert held == [(shard, [shard]) for shard in range(5)]
+    finally:
+        distributed.release()
+
+
+def test_auto_publishes_from_the_driver_after_a_small_batch_and_from_tasks_after_a_large_one():
+    """publish_from = "auto": the first batch after a start, and any batch after one past
+    DRIVER_MAX_ROWS records or DRIVER_MAX_BYTES, is published by Spark tasks; a batch after a small
+    one by the driver. "tasks" and "driver" do not look at the batches."""
     import pyarrow as pa
-    from pyarrow import fs as pafs
 
-    from {{ cookiecutter.package_name }}.sink.batch_records import InlineRecords, StagedRecords, StagingForecast
-    from {{ cookiecutter.package_name }}.sink.kafka_sink import result_limit_bytes
+    from {{ cookiecutter.package_name }}.sink.batch_records import InlineRecords
+    from {{ cookiecutter.package_name }}.sink.kafka_sink import Placement
 
-    def staged(uncompressed_bytes: int) -> StagedRecords:
-        return StagedRecords(pafs.LocalFileSystem(), [[]], [1], [], 0, [0], uncompressed_bytes)
+    def batch(rows: int, value_bytes: int = 10) -> InlineRecords:
+        return InlineRecords.of(pa.table({"topic": ["t"] * rows, "key": [b"k"] * rows,
+                                          "value": [b"v" * value_bytes] * rows}), 1)
 
-    limit = 1_000_000
-    forecast = StagingForecast()
-    assert not forecast.stage_first("read-back")
-    forecast.observe("read-back", staged(600_000), limit)
-    assert forecast.stage_first("read-back") and not forecast.stage_first("output")
-    forecast.observe("read-back", staged(600_000), limit)
-    assert forecast.stage_first("read-back")
-    forecast.observe("read-back", staged(400_000), limit)
-    assert not forecast.stage_first("read-back")
-    forecast.observe("output", staged(600_000), limit)
-    forecast.observe("output", InlineRecords([pa.table({"topic": ["t"]})]), limit)
-    assert not forecast.stage_first("output")
-    forecast.observe("output", staged(600_000), 0)  # 0: no limit, nothing is too large
-    assert not forecast.stage_first("output")
-    assert result_limit_bytes(spark) == 1 << 30  # Spark's default, 1g
+    auto = Placement("auto")
+    assert not auto.on_driver()
+    auto.observed(batch(Placement.DRIVER_MAX_ROWS))
+    assert auto.on_driver()
+    auto.observed(batch(Placement.DRIVER_MAX_ROWS + 1))
+    assert not auto.on_driver()
+    auto.observed(batch(10))
+    assert auto.on_driver()
+    auto.observed(batch(10, value_bytes=Placement.DRIVER_MAX_BYTES))
+    assert not auto.on_driver()
+    for fixed, on_driver in (("tasks", False), ("driver", True)):
+        placement = Placement(fixed)
+        assert placement.on_driver() is on_driver
+        placement.observed(batch(10))
+        assert placement.on_driver() is on_driver

@@ -51,8 +51,8 @@ RERUN_MISMATCH = _series(
 MARKER_WAIT = _series(
     Gauge, "eos_sink_marker_wait_seconds",
     "How long the sink has been waiting for another producer's transaction on the marker topic; 0 when not")
-STAGED_BYTES = _series(
-    Counter, "eos_sink_staged_bytes", "Bytes of batches too large for the driver, staged as Parquet")
+BATCHES_PUBLISHED_FROM = _series(
+    Counter, "eos_sink_batches_published_from", "Batches whose phase 2 ran on the driver or in Spark tasks", "place")
 INPUT_LAG = _series(
     Gauge, "eos_input_lag_records", "Records in the input partition not yet read, after the last batch",
     "topic", "partition")

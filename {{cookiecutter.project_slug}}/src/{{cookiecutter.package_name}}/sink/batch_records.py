@@ -1,18 +1,9 @@
-"""What phase 1 hands phase 2: a batch's Kafka records, per commit shard, in chunks.
+"""A batch's Kafka records on the driver, per commit shard, in chunks: what phase 2 publishes
+when the driver publishes the batch (kafka_sink.Placement; distributed_records.py holds a batch
+that Spark tasks publish). Spark hands the batch to the driver as Arrow (`toArrow`), within
+`spark.driver.maxResultSize` (Spark's default 1g); a batch past that is published by tasks.
 
-A batch comes in parts (the query's output, then the records its references name), each in one
-of two forms, so that a batch of any size fits the driver:
-- inline (the common case): Spark hands the part to the driver as Arrow (`toArrow`); the
-  driver holds it, at most `spark.driver.maxResultSize` (Spark's default 1g);
-- staged: a part past that size (say a flood of 64 KiB dead letters) fails to collect; the
-  executors then write it as Parquet under the checkpoint (`sinks/<sink>/staging/<N>/<part>`),
-  and phase 2 streams it from there, one chunk at a time. Spark computes the part again for
-  that (the output from the same shuffle and state version: a second action on the batch, as
-  Spark's foreachBatch documentation allows), so the records are the same. The batches of a
-  backlog are alike (maxOffsetsPerTrigger), so after a part too large for the driver the next
-  batch's part is staged at once, computed once (StagingForecast), until one would have fit.
-
-Either way the driver holds one chunk of Python objects at a time while it produces.
+The driver holds one chunk of Python objects at a time while it produces.
 
 Each shard's records come with an order-independent digest (a sum of per-record hashes), so that
 a re-run of the batch can be compared with its first attempt (coordinator.py).
@@ -23,17 +14,12 @@ into more records of the same batch (its dead letters, read back; dead_letter_re
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from pyarrow import fs as pafs
-
-from ..storage.files import exists, filesystem
-from .sink_log import sink_dir
 
 # The records' schema: what the sink is given and produces as it is.
 RECORDS_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
@@ -53,7 +39,6 @@ class InlineRecords:
     parts: list[pa.Table]
     references: list[bytes] = field(default_factory=list)
     digests: list[int] = field(default_factory=list)  # per shard
-    staged = False
 
     @classmethod
     def of(cls, table: pa.Table, shards: int) -> InlineRecords:
@@ -67,57 +52,19 @@ class InlineRecords:
     def rows_per_shard(self) -> list[int]:
         return [part.num_rows for part in self.parts]
 
+    @property
+    def size_bytes(self) -> int:
+        return sum(part.nbytes for part in self.parts)
+
     def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
         yield from self.parts[shard].to_batches(max_chunksize=PRODUCE_CHUNK_ROWS)
-
-
-@dataclass(frozen=True)
-class StagedRecords:
-    """The batch as Parquet files that the executors wrote, one directory per shard."""
-
-    fs: pafs.FileSystem
-    files: list[list[str]]  # per shard
-    rows_per_shard: list[int]
-    references: list[bytes]
-    size_bytes: int  # of its files
-    digests: list[int]
-    uncompressed_bytes: int = 0  # of its columns' data (Parquet's row group sizes): what collecting it would carry
-    staged = True
-
-    @classmethod
-    def read(cls, location: str, shards: int) -> StagedRecords:
-        fs, directory = filesystem(location)
-        files = [_parquet_files(fs, directory if shards == 1 else f"{directory}/{SHARD}={shard}")
-                 for shard in range(shards)]
-        rows = [0] * shards
-        digests = [0] * shards
-        references: list[bytes] = []
-        size = uncompressed = 0
-        for shard, paths in enumerate(files):  # one pass over each file's topic, key and digest columns
-            for path in paths:
-                with fs.open_input_file(path) as source:
-                    parquet = pq.ParquetFile(source)
-                    size += source.size()
-                    uncompressed += sum(parquet.metadata.row_group(i).total_byte_size
-                                        for i in range(parquet.metadata.num_row_groups))
-                    for chunk in parquet.iter_batches(PRODUCE_CHUNK_ROWS, columns=["topic", "key", DIGEST]):
-                        unpublished = pc.is_null(chunk.column("topic"))
-                        references += chunk.filter(unpublished).column("key").to_pylist()
-                        rows[shard] += chunk.num_rows - pc.sum(unpublished.cast(pa.int64())).as_py()
-                        digests[shard] = combine(digests[shard], digest(chunk.filter(pc.invert(unpublished))))
-        return cls(fs, files, rows, references, size, digests, uncompressed)
-
-    def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
-        for path in self.files[shard]:
-            for chunk in _batches(self.fs, path, RECORDS_SCHEMA.names):
-                yield chunk.filter(pc.is_valid(chunk.column("topic"))).cast(RECORDS_SCHEMA)
 
 
 @dataclass(frozen=True)
 class CombinedRecords:
     """A batch's records from several parts: its output, then the records its references named."""
 
-    parts: list[InlineRecords | StagedRecords]
+    parts: list[InlineRecords]
     references: list[bytes] = field(default_factory=list)
 
     @property
@@ -129,38 +76,20 @@ class CombinedRecords:
         return [combine(*shard) for shard in zip(*(part.digests for part in self.parts), strict=True)]
 
     @property
-    def staged(self) -> bool:
-        return any(part.staged for part in self.parts)
+    def size_bytes(self) -> int:
+        return sum(part.size_bytes for part in self.parts)
 
     def chunks(self, shard: int) -> Iterator[pa.RecordBatch]:
         for part in self.parts:
             yield from part.chunks(shard)
 
 
-BatchRecords = InlineRecords | StagedRecords | CombinedRecords
+BatchRecords = InlineRecords | CombinedRecords
 
 
-class StagingForecast:
-    """Which parts of the next batch go to staging without first being collected: the parts whose
-    last batch was staged and would not have fit in half the driver's result limit. A flood of
-    large records then costs one failed collect (one batch computed twice), not one per batch;
-    once a staged part would have fit with room to spare, the next one is collected again."""
-
-    def __init__(self) -> None:
-        self._parts: set[str] = set()
-
-    def stage_first(self, part: str) -> bool:
-        return part in self._parts
-
-    def observe(self, part: str, records: InlineRecords | StagedRecords, limit_bytes: int) -> None:
-        if isinstance(records, StagedRecords) and 2 * records.uncompressed_bytes > limit_bytes > 0:
-            self._parts.add(part)
-        else:
-            self._parts.discard(part)
-
-
-def total_rows(records: BatchRecords) -> int:
-    return sum(records.rows_per_shard)
+def chunks_of(records: BatchRecords, shard: int) -> Callable[[], Iterator[pa.RecordBatch]]:
+    """Shard `shard`'s records, for shard_transaction.publish, which may read them more than once."""
+    return lambda: records.chunks(shard)
 
 
 def split_by_shard(records: pa.Table, shards: int) -> list[pa.Table]:
@@ -200,24 +129,6 @@ def _as_records(table: pa.Table) -> pa.Table:
     return table.select(RECORDS_SCHEMA.names).cast(RECORDS_SCHEMA)
 
 
-def staging_location(checkpoint: str, sink_id: str, batch_id: int, part: str) -> str:
-    return f"{staging_root(checkpoint, sink_id)}/{batch_id}/{part}"
-
-
-def staging_root(checkpoint: str, sink_id: str) -> str:
-    return f"{checkpoint.rstrip('/')}/{sink_dir(sink_id)}/staging"
-
-
-def forget_staged(checkpoint: str, sink_id: str, up_to: int) -> None:
-    """Delete the staged batches up to `up_to` (published, or re-staged by a re-run)."""
-    fs, root = filesystem(staging_root(checkpoint, sink_id))
-    if not exists(fs, root):
-        return
-    for info in fs.get_file_info(pafs.FileSelector(root)):
-        if info.type == pafs.FileType.Directory and info.base_name.isdigit() and int(info.base_name) <= up_to:
-            fs.delete_dir(info.path)
-
-
 def result_too_large(error: BaseException) -> bool:
     """Whether a Spark action failed because its results exceed spark.driver.maxResultSize."""
     java = getattr(error, "java_exception", None)
@@ -226,15 +137,3 @@ def result_too_large(error: BaseException) -> bool:
             return True
         java = java.getCause()
     return RESULT_TOO_LARGE in str(error)
-
-
-def _batches(fs: pafs.FileSystem, path: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    with fs.open_input_file(path) as source:
-        yield from pq.ParquetFile(source).iter_batches(PRODUCE_CHUNK_ROWS, columns=columns)
-
-
-def _parquet_files(fs: pafs.FileSystem, directory: str) -> list[str]:
-    if not exists(fs, directory):
-        return []  # a shard without records in this batch
-    infos = fs.get_file_info(pafs.FileSelector(directory))
-    return sorted(i.path for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(".parquet"))

@@ -32,6 +32,7 @@ crash between two shards' commits) publishes nothing again.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -39,57 +40,24 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from confluent_kafka import KafkaError, KafkaException, Producer
 
-from ..failures import JobFailure, Outcome, kafka_outcome
+from ..failures import JobFailure, Outcome
 from ..observability import metrics
 from ..observability.logs import event
 from ..storage.checkpoint import SourceOffsets
 from . import faults
-from .batch_records import BatchRecords, InlineRecords, forget_staged, total_rows
-from .marker import marker_key, marker_value
-from .producers import CommitShard, ProducerPool, TransactionalIdRefused
+from . import publishing_tasks as tasks
+from .batch_records import BatchRecords, InlineRecords, chunks_of
+from .distributed_records import DistributedRecords
+from .producers import CommitShard, ProducerPool
 from .recovery import Action, BatchFigures, Decision, MarkerFacts, ShardRecovery, decide
-from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
+from .settings import SinkSettings
+from .shard_transaction import CommitFailed, ProducerFenced, ShardFigures, publish
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
 log = logging.getLogger(__name__)
 
 LOG_ENTRIES_KEPT = 100
-# A transaction the broker aborted for a transient reason is tried again in place this often.
-ABORTED_TRANSACTION_RETRIES = 2
-
-
-class ProducerFenced(JobFailure, RuntimeError):
-    """Another driver took over this sink's transactional id: this one must stop."""
-
-    outcome = Outcome.FENCED
-
-
-class CommitFailed(JobFailure, RuntimeError):
-    """The batch's transaction did not commit; Spark fails the batch and re-runs it."""
-
-    outcome = Outcome.RETRY
-
-    def __init__(self, message: str, outcome: Outcome = Outcome.RETRY) -> None:
-        super().__init__(message)
-        self.outcome = outcome  # type: ignore[misc]  # RIDE_OUT when Kafka's error says it is in the way
-
-
-class KafkaFatal(JobFailure, RuntimeError):
-    """The producer met a fatal error that is not a fence (its code is in the message): the
-    producer is unusable and a restart would meet the same, so the job stops."""
-
-    outcome = Outcome.HALT
-
-
-class RecordRejected(JobFailure, RuntimeError):
-    """The client refused a record (too large for the producer's limit): a re-run would meet the
-    same record, so the job stops, naming the limit to raise."""
-
-    outcome = Outcome.STOP
-    option = "kafka.message.max.bytes"
 
 
 class InvariantBroken(JobFailure, RuntimeError):
@@ -120,28 +88,37 @@ class MarkersWentBack(InvariantBroken):
 @dataclass(frozen=True)
 class Published:
     """What commit_batch did for a batch: its log entry (committed), the records it published per
-    topic (none for a batch found published before a crash) and the seconds phase 2 took."""
+    topic (none for a batch found published before a crash), the seconds phase 2 took, where it
+    ran ("driver" or "tasks") and the seconds of phase 1 (the batch's execution: kafka_sink.py)."""
 
     entry: LogEntry
     records_per_topic: dict[str, int]
     seconds: float
+    published_from: str = "driver"
+    phase1_seconds: float = 0.0
 
 
-def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch_id: int, pool: ProducerPool,
-                 stopping: threading.Event | None = None) -> Published | None:
-    """`records`: the batch inline or staged (batch_records.py); an Arrow table is taken inline.
+def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedRecords | pa.Table, batch_id: int,
+                 pool: ProducerPool, stopping: threading.Event | None = None) -> Published | None:
+    """`records`: the batch on the driver (batch_records.py; an Arrow table is taken as it is) or
+    on the executors (distributed_records.py), which decides where steps 3 and 4 run.
     `pool`: the sink's producers. `stopping`: set when the job stops; a wait for another
     producer's transaction then gives up. None for a batch without records."""
     faults.maybe_crash(faults.BATCH_COMPUTED, batch_id)
     if isinstance(records, pa.Table):
         records = InlineRecords.of(records, settings.shards)
-    if total_rows(records) == 0:
+    if sum(records.rows_per_shard) == 0:
         return None  # an empty batch (e.g. a no-data batch that only advanced state): nothing to publish
     log_ = SinkLog(settings.checkpoint, settings.sink_id)
     started = time.monotonic()
     published: Counter[str] = Counter()
     try:
-        shards = pool.shards_for(settings, stopping)
+        in_tasks = isinstance(records, DistributedRecords)
+        place = "tasks" if in_tasks else "driver"
+        # Every shard's settled state; the driver's producers only where the driver publishes.
+        shards = [] if in_tasks else pool.shards_for(settings, stopping)
+        if in_tasks:
+            pool.settle(settings, stopping)
 
         # Step 1. Recovery: what the log, the markers and the checkpoint say; `decide` says what to do.
         figures = BatchFigures(tuple(records.rows_per_shard), tuple(f"{d:016x}" for d in records.digests),
@@ -154,16 +131,16 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
         if previous is not None:
             report_rerun_mismatch(settings, batch_id, previous, figures, decision)
             if decision.action is Action.ALREADY_COMMITTED:
-                return Published(previous, {}, time.monotonic() - started)
+                return Published(previous, {}, time.monotonic() - started, place)
         check_offsets_forward(batch_id, before, decision)
         entry = LogEntry(
             batch_id=batch_id,
             status=PREPARED,
-            transactional_ids=[shard.transactional_id for shard in shards],
+            transactional_ids=[settings.transactional_id(shard) for shard in range(settings.shards)],
             records_per_shard=list(figures.rows_per_shard),
             digests_per_shard=list(figures.digests_per_shard),
             source_offsets=figures.source_offsets,
-            records=total_rows(records),
+            records=sum(figures.rows_per_shard),
             prepared_at=time.time(),
         )
         if decision.shards:
@@ -172,10 +149,10 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
             faults.maybe_crash(faults.AFTER_LOG_ENTRY, batch_id)
             # Steps 3 and 4, per shard; each commit gives the shard's new state.
             offsets = figures.source_offsets.digest()
-            for shard in shards:
-                if shard.shard in decision.shards:
-                    published += publish(settings, shard, records, batch_id, offsets)
-                    pool.record(settings, ShardRecovery(shard.shard, shard.transactional_id, batch_id, offsets))
+            if isinstance(records, DistributedRecords):
+                published += publish_from_tasks(settings, records, batch_id, decision.shards, offsets, pool)
+            else:
+                published += publish_from_driver(settings, records, batch_id, decision.shards, offsets, pool, shards)
         # Step 5.
         entry = entry.committed(time.time())
         log_.write(entry)
@@ -190,9 +167,8 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | pa.Table, batch
     metrics.record_batch(settings.sink_id, published, seconds)
     # Step 6.
     log_.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
-    if records.staged:
-        forget_staged(settings.checkpoint, settings.sink_id, batch_id)
-    return Published(entry, dict(published), seconds)
+    metrics.BATCHES_PUBLISHED_FROM.labels(settings.sink_id, place).inc()
+    return Published(entry, dict(published), seconds, place)
 
 
 def check_markers_forward(settings: SinkSettings, decision: Decision, recovered: list[ShardRecovery]) -> None:
@@ -263,124 +239,52 @@ def check_offsets_forward(batch_id: int, before: LogEntry | None, decision: Deci
         "start on a new checkpoint_location (with starting_offsets where it should begin) and a new sink_id.")
 
 
-def publish(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int,
-            source_offsets: str = "") -> Counter[str]:
-    """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
-    transaction that Kafka aborted for a transient reason is tried again in place. Returns the
-    records published per topic. `source_offsets`: the digest of the batch's (SourceOffsets.digest)."""
-    for attempt in range(ABORTED_TRANSACTION_RETRIES + 1):
-        try:
-            published = _transaction(settings, shard, records, batch_id, source_offsets)
-            break
-        except KafkaException as error:
-            kafka_error = error.args[0]
-            if kafka_error.txn_requires_abort() and not kafka_error.fatal():
-                _abort(settings, shard)
-                if attempt < ABORTED_TRANSACTION_RETRIES:  # aborted for a transient reason: again, in place
-                    metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
-                    continue
-            raise failed_transaction(settings, shard, batch_id, kafka_error, attempt) from error
-    metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
-    faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
-    return published
-
-
-def _transaction(settings: SinkSettings, shard: CommitShard, records: BatchRecords, batch_id: int,
-                 source_offsets: str) -> Counter[str]:
-    producer = shard.producer
+def publish_from_driver(settings: SinkSettings, records: BatchRecords, batch_id: int, pending: tuple[int, ...],
+                        source_offsets: str, pool: ProducerPool, shards: list[CommitShard]) -> Counter[str]:
+    """Steps 3 and 4 on the driver, shard after shard, with the pool's producers."""
     published: Counter[str] = Counter()
-    deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
-    producer.begin_transaction()
-    # Step 3. The records (counts and dead letters), then the marker.
-    headers = settings.batch_header(batch_id)
-    try:
-        # In chunks: the driver holds Python objects for one chunk, not for the whole batch.
-        for chunk in records.chunks(shard.shard):
-            for count in pc.value_counts(chunk.column("topic")).to_pylist():
-                published[count["values"]] += count["counts"]
-            topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
-            for topic, key, value in zip(topics, keys, values, strict=True):
-                _produce(producer, topic, key, value, headers)
-        # The marker speaks the checkpoint's own batch ids, in its value and its header.
-        _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
-                 marker_value(settings.sink_id, shard.shard, batch_id, records.rows_per_shard[shard.shard],
-                              source_offsets),
-                 [("batch_id", str(batch_id).encode())])
-    except RecordRejected:
-        _abort(settings, shard)  # a failed abort must not hide the refusal
-        raise
-    producer.flush(settings.commit_timeout_seconds)  # on the broker, still invisible to read_committed
-    faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
-    # Step 4.
-    _commit(settings, producer, max(1.0, deadline - time.monotonic()))
+    for shard in shards:
+        if shard.shard in pending:
+            published += publish(settings, shard, chunks_of(records, shard.shard), batch_id, source_offsets)
+            pool.record(settings, ShardRecovery(shard.shard, shard.transactional_id, batch_id, source_offsets))
     return published
 
 
-def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None:
-    while True:
-        try:
-            producer.produce(topic, value=value, key=key, headers=headers)
-            return
-        except BufferError:  # the local queue is full: let librdkafka send some first
-            producer.poll(0.05)
-        except KafkaException as error:  # refused by the client itself, e.g. larger than message.max.bytes
-            if error.args[0].code() not in _TOO_LARGE:
-                raise
-            size = len(value or b"") + len(key or b"")
-            raise RecordRejected(
-                f"a record for {topic!r} (key {bytes(key or b'')[:60]!r}, {size} bytes of key and value) was "
-                f"refused: {error.args[0].str()}. The producer's limit is message.max.bytes (librdkafka "
-                "default 1,000,000; set it in [kafka], below the broker's and topic's max.message.bytes)."
-            ) from error
+def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batch_id: int, pending: tuple[int, ...],
+                       source_offsets: str, pool: ProducerPool) -> Counter[str]:
+    """Steps 3 and 4 in the publishing job's tasks, one per shard (publishing_tasks.py). Every
+    task answers with a row; a shard published by a task becomes its new state, the first failure
+    (the gravest outcome) fails the batch, and a marker ahead is the checkpoint behind the output."""
+    order = tasks.PublishOrder(settings, batch_id, frozenset(pending),
+                               tuple(ShardFigures(rows, digest) for rows, digest
+                                     in zip(records.rows_per_shard, records.digests, strict=True)),
+                               source_offsets, faults.process_group())
+    rows = records.frame.mapInArrow(tasks.publish_task(order), tasks.RESULT_DDL).collect()
+    results = {result.shard: result for result in tasks.results_of([row.asDict() for row in rows])}
+    published: Counter[str] = Counter()
+    failed: list[tasks.ShardResult] = []
+    for shard in pending:
+        result = results.get(shard)
+        if result is None:
+            raise CommitFailed(f"batch {batch_id}: the publishing job returned nothing for shard {shard}")
+        if result.status == tasks.AHEAD:
+            raise CheckpointBehindOutput(
+                f"batch {batch_id} is planned by {settings.checkpoint}, but sink {settings.sink_id!r} already "
+                f"published batch {result.marker_batch} (shard {shard}'s marker in {settings.marker_topic!r}, read "
+                "by its publishing task): the checkpoint is older than the output. Nothing more was published. Put "
+                "back the checkpoint the job last ran with, or start afresh with a new sink_id and a new "
+                "checkpoint_location.")
+        if result.status == tasks.FAILED:
+            failed.append(result)
+            continue
+        published.update(json.loads(result.published))
+        pool.record(settings, ShardRecovery(shard, settings.transactional_id(shard), batch_id, source_offsets))
+    if failed:
+        for result in failed[1:]:
+            log.warning("batch %d: shard %d's publishing task failed too: %s", batch_id, result.shard, result.message)
+        raise tasks.as_failure(max(failed, key=lambda result: _GRAVITY.index(Outcome(result.outcome))))
+    return published
 
 
-_TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
-
-
-def _commit(settings: SinkSettings, producer: Producer, budget: float) -> None:
-    """Commit; a commit that timed out is retried (Kafka documents it as retriable), with a
-    growing pause, within the budget that the transaction time-out leaves."""
-    deadline = time.monotonic() + budget
-    pause = COMMIT_RETRY_PAUSE_SECONDS
-    while True:
-        try:
-            producer.commit_transaction(max(1.0, deadline - time.monotonic()))
-            return
-        except KafkaException as error:
-            if not error.args[0].retriable() or time.monotonic() + pause >= deadline:
-                raise
-            metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
-            time.sleep(pause)
-            pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE_SECONDS)
-
-
-COMMIT_RETRY_PAUSE_SECONDS = 0.1
-COMMIT_RETRY_MAX_PAUSE_SECONDS = 2.0
-
-
-def _abort(settings: SinkSettings, shard: CommitShard) -> None:
-    """Abort the shard's open transaction. One that cannot be aborted is left to the next
-    producer's init_transactions (which aborts it) and logged: the caller's error is the cause."""
-    try:
-        shard.producer.abort_transaction(settings.commit_timeout_seconds)
-    except KafkaException as error:
-        log.warning("transactional id %s: the abort failed too (%s); the next start of the producer aborts "
-                    "the transaction", shard.transactional_id, error.args[0].str())
-
-
-def failed_transaction(settings: SinkSettings, shard: CommitShard, batch_id: int, error: KafkaError,
-                       attempt: int) -> JobFailure:
-    """A shard's transaction that failed, as the sink's own exception: its outcome is the one the
-    error's code maps to (failures.kafka_outcome), its message names the transactional id."""
-    outcome, _ = kafka_outcome(error)
-    where = f"transactional id {shard.transactional_id}: {error.str()} ({error.name()})"
-    if outcome is Outcome.FENCED:
-        return ProducerFenced(f"{where}. Another job (or a newer instance of this one) uses the same sink id; "
-                              "this one stops.")
-    if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        return TransactionalIdRefused.of(settings)
-    if outcome is Outcome.HALT:
-        return KafkaFatal(f"{where}: the producer cannot go on; the job stops")
-    retried = f", aborted {attempt + 1} times" if error.txn_requires_abort() else ""
-    return CommitFailed(f"batch {batch_id}, shard {shard.shard}{retried}: {error.str()} ({error.name()})", outcome)
-
+# Outcomes from the mildest to the gravest: of several failed shards, the gravest decides.
+_GRAVITY = (Outcome.RIDE_OUT, Outcome.RETRY, Outcome.STOPPING, Outcome.FENCED, Outcome.STOP, Outcome.HALT)

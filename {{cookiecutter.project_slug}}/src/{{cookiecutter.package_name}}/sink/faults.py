@@ -3,14 +3,18 @@
 Enabled only through the environment, never through the job's configuration:
   {{ cookiecutter.package_name | upper }}_FAULT_POINT  one of POINTS, or several separated by commas
   {{ cookiecutter.package_name | upper }}_FAULT_BATCH  fire at the first batch with id >= this (default 0)
-  {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default), raise, hang or pause: raise fails the batch with an
+  {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default), kill_task, raise, hang or pause: raise fails the batch with an
                                   exception instead, to exercise the runner's restart strategy;
                                   hang sleeps there for an hour, a stuck sink for health checks;
                                   pause waits there, in every batch from the first, until the
                                   file `<fault log>.release-<point>-<batch>` exists: a test acts
                                   on Kafka meanwhile (kills the leader of a partition, a coordinator)
-Every point is on the driver. A fault kills the driver's process group (the driver's Python
-process and its JVM): a real crash of the driver, with no clean-up, exactly like a lost machine.
+A fault kills the driver's process group (the driver's Python process and its JVM): a real crash
+of the driver, with no clean-up, exactly like a lost machine. BEFORE_KAFKA_COMMIT and
+AFTER_KAFKA_COMMIT are in the publishing task where Spark tasks publish the batch; there,
+kill_task kills the task's Python worker only (with the transaction open, before its commit):
+what an executor lost in the middle of a shard's transaction leaves. Local mode only: a task
+kills the driver's process group by its number.
 """
 
 from __future__ import annotations
@@ -45,6 +49,20 @@ SAVEPOINT_SEED_COPIED = "savepoint_seed_copied"
 SAVEPOINT_POINTS = (SAVEPOINT_STATE_WRITTEN, SAVEPOINT_SEED_COPIED)
 
 
+_process_group: int | None = None  # in a publishing task: the driver's (in_task_of)
+
+
+def process_group() -> int:
+    """The process group a fault kills: the driver's, given to the publishing tasks."""
+    return os.getpgid(0)
+
+
+def in_task_of(driver_process_group: int) -> None:
+    """This process runs a publishing task for the driver whose process group is given."""
+    global _process_group
+    _process_group = driver_process_group
+
+
 def armed_points() -> tuple[str, ...]:
     """The points armed: one, or several separated by commas (the first reached fires)."""
     points = tuple(point.strip() for point in os.environ.get(POINT_VARIABLE, "").split(",") if point.strip())
@@ -73,10 +91,15 @@ def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> Non
     if mode == "pause":
         _pause(point, batch_id)
         return
-    _record(f"fault injection: {'hang' if mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}")
+    _record(f"fault injection: {'hang' if mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}"
+            f"{' (the task only)' if mode == 'kill_task' else ''}")
     if mode == "hang":
         time.sleep(3600)
         return
+    if mode == "kill_task" and _process_group is not None:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if _process_group is not None:
+        os.killpg(_process_group, signal.SIGKILL)
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 

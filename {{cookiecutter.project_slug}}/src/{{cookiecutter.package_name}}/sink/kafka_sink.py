@@ -1,19 +1,24 @@
 """The Kafka sink, called by Spark once per micro-batch (`foreachBatch`) with the batch's
 records (`topic STRING, key BINARY, value BINARY`); `delivery.guarantee` chooses the protocol.
 
-- exactly-once: phase 1 is the batch's one execution: Spark computes its records and hands them
-  to the driver as Arrow (`toArrow`, JVM to driver, no Python worker), or, for a batch larger
-  than spark.driver.maxResultSize, stages them as Parquet under the checkpoint
-  (batch_records.py); phase 2 publishes them in one Kafka transaction per shard
-  (coordinator.py). Spark writes the batch's `commits/N` only after this returns.
+- exactly-once: phase 1 is the batch's one execution. Then phase 2 publishes the records in one
+  Kafka transaction per commit shard (coordinator.py), from one of two places:
+  - Spark tasks (publishing_tasks.py), one per shard: the records stay on the executors, cached
+    one partition per shard (distributed_records.py), and the driver receives each shard's
+    figures, never a record; the publishing grows with the cluster;
+  - the driver, for a small batch: Spark hands it the records as Arrow (`toArrow`, JVM to driver,
+    no Python worker) and the driver's producers, kept from batch to batch, publish them. A
+    small batch is then spared a second Spark job and the start of a producer per shard.
+  `publish_from` chooses: "tasks", "driver" (unless the batch exceeds spark.driver.maxResultSize),
+  or "auto": the driver when the previous batch was small (Placement), tasks otherwise.
+  Spark writes the batch's `commits/N` only after this returns.
 - at-least-once: each task produces straight to Kafka; a batch that Spark re-runs after a
   crash is published again (what Spark's built-in Kafka sink does).
 
 Why tasks do not stage their part on storage, Flink-style: a batch without `commits/N` is
 always run again by Spark, from the same offsets (`offsets/N`) and the same state version, so
 its records are recomputed, not recovered; the batch markers decide what the re-run still
-publishes. Staged files would only be a transport from executors to the driver, which Arrow
-does without the storage round trip and without Python workers to start.
+publishes (distributed_records.py says more).
 
 Why foreachBatch and not a Python data source writer: Spark 4.2 refuses Update mode for Python
 data sources, and Update mode is what Spark's own aggregation needs to emit only changed keys.
@@ -21,32 +26,24 @@ data sources, and Update mode is what Spark's own aggregation needs to emit only
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..failures import JobFailure, Outcome
-from ..observability import metrics
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
-from .batch_records import (
-    DIGEST,
-    SHARD,
-    BatchRecords,
-    CombinedRecords,
-    InlineRecords,
-    StagedRecords,
-    StagingForecast,
-    result_too_large,
-    staging_location,
-)
+from .batch_records import DIGEST, SHARD, CombinedRecords, InlineRecords, result_too_large
 from .coordinator import Published, commit_batch
+from .distributed_records import DistributedRecords, distribute, shard_routes
 from .producers import ProducerPool
 from .settings import SinkSettings
 
@@ -85,8 +82,8 @@ class KafkaSink:
         self.read_back = read_back
         self.stopping = stopping  # set by the runner: the job stops, no new batch starts publishing
         self.pool = ProducerPool()
-        self.forecast = StagingForecast()
-        self._result_limit: int | None = None  # spark.driver.maxResultSize in bytes, read at the first batch
+        self.placement = Placement(settings.publish_from)
+        self._routes: list[int] | None = None  # per shard, what puts it in its own partition (shard_routes)
         self._published: OrderedDict[int, Published] = OrderedDict()
         self._failure: BaseException | None = None
 
@@ -124,27 +121,58 @@ class KafkaSink:
             for point in faults.POINTS[:-1]:
                 faults.maybe_crash(point, batch_id)
         else:
-            # Phase 1: the batch's one execution, its records on the driver (or staged), then
-            # the records its references name.
-            computed = self._compute(records, batch_id, "output")
-            batch: BatchRecords = computed
-            if computed.references:
-                more = self._read_back(output.sparkSession, computed.references, batch_id)
-                batch = CombinedRecords([computed, self._compute(more, batch_id, "read-back")])
-            # Phase 2, on the driver, once every task of the batch succeeded.
-            if (published := commit_batch(self.settings, batch, batch_id, self.pool, self.stopping)) is not None:
-                self._published[batch_id] = published
-                while len(self._published) > self.BATCHES_REMEMBERED:
-                    self._published.popitem(last=False)
+            # Phase 1: the batch's one execution; its records on the driver or on the executors.
+            started = time.monotonic()
+            batch = self._compute(output.sparkSession, for_commit(records, self.settings.shards), batch_id)
+            phase1_seconds = time.monotonic() - started
+            try:
+                # Phase 2, once every task of the batch succeeded.
+                if (published := commit_batch(self.settings, batch, batch_id, self.pool, self.stopping)) is not None:
+                    self._published[batch_id] = dataclasses.replace(published, phase1_seconds=phase1_seconds)
+                    while len(self._published) > self.BATCHES_REMEMBERED:
+                        self._published.popitem(last=False)
+            finally:
+                if isinstance(batch, DistributedRecords):
+                    batch.release()
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
 
-    def _compute(self, records: DataFrame, batch_id: int, part: str) -> InlineRecords | StagedRecords:
-        if self._result_limit is None:
-            self._result_limit = result_limit_bytes(records.sparkSession)
-        computed = compute(for_commit(records, self.settings.shards), self.settings, batch_id, part,
-                           stage_first=self.forecast.stage_first(part))
-        self.forecast.observe(part, computed, self._result_limit)
-        return computed
+    def _compute(self, spark: SparkSession, records: DataFrame, batch_id: int
+                 ) -> InlineRecords | CombinedRecords | DistributedRecords:
+        """The batch's records, and those its references name: on the driver where Placement says
+        so and they fit in spark.driver.maxResultSize, else on the executors."""
+        if self.placement.on_driver():
+            inline = self._collect(records, batch_id, "output")
+            if inline is not None and not inline.references:
+                return self.placement.observed(inline)
+            if inline is not None:
+                read_back = self._collect(for_commit(self._read_back(spark, inline.references, batch_id),
+                                                     self.settings.shards), batch_id, "read-back")
+                if read_back is not None:
+                    return self.placement.observed(CombinedRecords([inline, read_back]))
+        if self._routes is None:
+            self._routes = shard_routes(spark, self.settings.shards)
+        distributed = distribute(records, self.settings.shards, self._routes)
+        if distributed.references:
+            more = for_commit(self._read_back(spark, distributed.references, batch_id), self.settings.shards)
+            first = distributed
+            published = first.frame.where(F.col("topic").isNotNull()).select(*more.columns)
+            try:  # the first part stays cached until the whole batch is
+                distributed = distribute(published.unionByName(more), self.settings.shards, self._routes)
+            finally:
+                first.release()
+        return self.placement.observed(distributed)
+
+    def _collect(self, records: DataFrame, batch_id: int, part: str) -> InlineRecords | None:
+        """The records on the driver, or None past spark.driver.maxResultSize (Spark then
+        computes them again, on the executors: the same records, from the same shuffle and
+        state version, as Spark's foreachBatch documentation allows)."""
+        try:
+            return InlineRecords.of(records.toArrow(), self.settings.shards)
+        except Py4JJavaError as error:
+            if not result_too_large(error):
+                raise
+        log.warning("batch %d: its %s exceeds spark.driver.maxResultSize; Spark tasks publish it", batch_id, part)
+        return None
 
     def _read_back(self, spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
         if self.read_back is None:
@@ -152,43 +180,35 @@ class KafkaSink:
         return self.read_back(spark, references, batch_id)
 
 
-def compute(records: DataFrame, settings: SinkSettings, batch_id: int, part: str, stage_first: bool = False
-            ) -> InlineRecords | StagedRecords:
-    """The batch's records, inline; past spark.driver.maxResultSize, staged by the executors.
-    `stage_first`: staged without trying the driver first (StagingForecast)."""
-    location = staging_location(settings.checkpoint, settings.sink_id, batch_id, part)
-    if stage_first:
-        log.info("batch %d: the last batch's %s was past spark.driver.maxResultSize; the executors stage "
-                 "this one at once at %s", batch_id, part, location)
-    else:
-        try:
-            return InlineRecords.of(records.toArrow(), settings.shards)
-        except Py4JJavaError as error:
-            if not result_too_large(error):
-                raise
-        log.warning("batch %d: its records exceed spark.driver.maxResultSize; the executors stage them at %s",
-                    batch_id, location)
-    writer = records.write.mode("overwrite")  # a crashed run's files for this batch are replaced
-    # The checkpoint's own URI: Spark reaches it as it reaches the checkpoint (s3:// too, via S3A).
-    (writer.partitionBy(SHARD) if settings.shards > 1 else writer).parquet(location)
-    staged = StagedRecords.read(location, settings.shards)
-    metrics.STAGED_BYTES.labels(settings.sink_id).inc(staged.size_bytes)
-    return staged
+_Batch = TypeVar("_Batch", InlineRecords, CombinedRecords, DistributedRecords)
 
 
-def result_limit_bytes(spark: SparkSession) -> int:
-    """spark.driver.maxResultSize in bytes (0: no limit), parsed as Spark parses it."""
-    setting = spark.sparkContext.getConf().get("spark.driver.maxResultSize", "1g")
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    return int(jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(setting))
+class Placement:
+    """Where phase 2 publishes the next batch from (publish_from): with "auto", from the driver
+    when the previous batch was small (at most DRIVER_MAX_ROWS records and DRIVER_MAX_BYTES of
+    keys and values), from Spark tasks otherwise, and for the first batch after a start (a
+    backlog is likeliest then)."""
+
+    DRIVER_MAX_ROWS = 32_768
+    DRIVER_MAX_BYTES = 8 << 20
+
+    def __init__(self, publish_from: str) -> None:
+        self.publish_from = publish_from
+        self._last_small = False
+
+    def on_driver(self) -> bool:
+        return self.publish_from == "driver" or (self.publish_from == "auto" and self._last_small)
+
+    def observed(self, batch: _Batch) -> _Batch:
+        rows, size = sum(batch.rows_per_shard), batch.size_bytes
+        self._last_small = rows <= self.DRIVER_MAX_ROWS and size <= self.DRIVER_MAX_BYTES
+        return batch
 
 
 def for_commit(records: DataFrame, shards: int) -> DataFrame:
-    """Each record's hash (its part of the shard's digest, which a re-run is compared by) and,
-    with several shards, its commit shard from its topic and key, so that a re-run of the batch
-    puts every record in the shard it had (a shard whose marker has the batch publishes nothing again)."""
+    """Each record's hash (its part of the shard's digest, which a re-run is compared by) and its
+    commit shard from its topic and key, so that a re-run of the batch puts every record in the
+    shard it had (a shard whose marker has the batch publishes nothing again)."""
     records = records.withColumn(DIGEST, F.xxhash64("topic", "key", "value"))
-    if shards == 1:
-        return records
-    return records.withColumn(SHARD, F.pmod(F.xxhash64("topic", "key"), F.lit(shards)).cast("int"))
+    shard = F.lit(0) if shards == 1 else F.pmod(F.xxhash64("topic", "key"), F.lit(shards))
+    return records.withColumn(SHARD, shard.cast("int"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -96,33 +97,53 @@ class ProducerPool:
         """A shard committed a batch: `state` replaces what the pool held for it."""
         self._recovered[_key(settings, state.shard)] = state
 
+    def settle(self, settings: SinkSettings, stopping: threading.Event | None = None) -> None:
+        """Every shard's state known (where not: its id fenced, its marker read), and no producer
+        kept: the publishing tasks take the shards' transactional ids over, which fences the
+        driver's producers (publishing_tasks.py)."""
+        self.shards_for(settings, stopping)
+        self.release()
+
     def _start_missing(self, settings: SinkSettings, stopping: threading.Event | None) -> list[_Key]:
         keys = _keys(settings)
-        missing = [key for key in keys if key not in self._recovered]
-        if missing:
+        without_producer = [key for key in keys if key not in self._shards]
+        unknown = [key for key in keys if key not in self._recovered]
+        if without_producer:
             started = time.monotonic()
-            ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
-            for key in missing:
-                if key not in self._shards:
-                    self._shards[key] = CommitShard(settings, key[2])
-            # Read once the producers' init_transactions settled the markers.
-            wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds, stopping)
-            markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
-                                         settings.client, wait=wait)
-            for key in missing:
-                self._recovered[key] = ShardRecovery.of_marker(key[2], key[1], markers.get(key[2]))
+            if unknown:
+                ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
+            for key in without_producer:
+                self._shards[key] = CommitShard(settings, key[2])
+            if unknown:
+                # Read once the producers' init_transactions settled the markers.
+                wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds,
+                                              stopping)
+                markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
+                                             settings.client, wait=wait)
+                for key in unknown:
+                    self._recovered[key] = ShardRecovery.of_marker(key[2], key[1], markers.get(key[2]))
             self.start_seconds = time.monotonic() - started
         return keys
+
+    def release(self) -> None:
+        """Let the producers go and keep each shard's state: what the shards commit next is
+        published by producers that start later (the publishing tasks', or new ones here)."""
+        stale, self._shards = self._shards, {}
+        _let_go(stale.values())
 
     def reset(self) -> None:
         """Forget every producer (after a failed commit their state is unknown, or as after a
         driver restart): the next batch starts new ones, which read the markers again."""
         stale, self._shards, self._recovered = self._shards, {}, {}
-        for shard in stale.values():
-            # A fenced or failed producer may raise its error again here: it must not replace
-            # the error the batch failed with, which the runner judges.
-            with contextlib.suppress(KafkaException):
-                shard.producer.flush(0)
+        _let_go(stale.values())
+
+
+def _let_go(shards: Iterable[CommitShard]) -> None:
+    for shard in shards:
+        # A fenced or failed producer may raise its error again here: it must not replace
+        # the error the batch failed with, which the runner judges.
+        with contextlib.suppress(KafkaException):
+            shard.producer.flush(0)
 
 
 def producer_config(settings: SinkSettings, shard: int) -> ClientConfig:

@@ -39,6 +39,8 @@ class SinkSettings:
     client: dict[str, str]  # the user's [kafka] settings
     # How long a batch waits for another producer's open transaction on the marker topic (marker.py).
     foreign_transaction_tolerance_seconds: float = 0.0
+    # Where phase 2 runs: "auto" (the driver for a small batch, Spark tasks otherwise), "tasks", "driver".
+    publish_from: str = "auto"
     # The batch id this checkpoint's batch 0 publishes as: 0, or after a savepoint the one that
     # continues the numbering of the checkpoint it came from (savepoints.first_batch_id).
     first_batch_id: int = 0

@@ -127,7 +127,8 @@ def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: 
     if published is not None:
         fields.update(output_records=published.records_per_topic.get(config.output_topic, 0),
                       dead_letters=published.records_per_topic.get(config.dead_letter_topic, 0),
-                      phase2_ms=round(published.seconds * 1000, 1))
+                      phase1_ms=round(published.phase1_seconds * 1000, 1),
+                      phase2_ms=round(published.seconds * 1000, 1), published_from=published.published_from)
     return event("batch", **fields)
 
 
@@ -279,7 +280,8 @@ def sink_seconds(sink: KafkaSink, progress: dict) -> dict[str, float]:
     published = sink.published(batch_id) if isinstance(batch_id, int) else None
     if published is None:
         return {}
-    return {"sink phase 2": published.seconds, "sink producers": sink.pool.start_seconds}
+    return {"sink phase 1": published.phase1_seconds, "sink phase 2": published.seconds,
+            "sink producers": sink.pool.start_seconds}
 
 
 def _report(progress: dict, config: JobConfig, outage: OutageTolerance, sink: KafkaSink) -> None:
@@ -291,4 +293,5 @@ def _report(progress: dict, config: JobConfig, outage: OutageTolerance, sink: Ka
     if progress.get("numInputRows", 0) > 0:
         batch_id = progress.get("batchId")
         published = sink.published(batch_id) if isinstance(batch_id, int) else None
-        log.info(describe_progress(progress, lag), extra=batch_event(progress, lag, config, published))
+        where = "" if published is None else f", published from {published.published_from}"
+        log.info(describe_progress(progress, lag) + where, extra=batch_event(progress, lag, config, published))

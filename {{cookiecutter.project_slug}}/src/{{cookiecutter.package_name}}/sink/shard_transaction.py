@@ -1,0 +1,210 @@
+"""Steps 3 and 4 of the protocol for one commit shard, wherever it runs (on the driver for a
+small batch, in the shard's Spark task otherwise: coordinator.py): one Kafka transaction with the
+shard's records of the batch and its batch marker, then its commit. And the sink's failures of a
+transaction, each with the outcome the runner acts on (failures.Outcome)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from ..failures import JobFailure, Outcome, kafka_outcome
+from ..observability import metrics
+from . import faults
+from .batch_records import DIGEST, combine, digest
+from .marker import marker_key, marker_value
+from .producers import CommitShard, TransactionalIdRefused
+from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
+
+log = logging.getLogger(__name__)
+
+# A transaction the broker aborted for a transient reason is tried again in place this often.
+ABORTED_TRANSACTION_RETRIES = 2
+COMMIT_RETRY_PAUSE_SECONDS = 0.1
+COMMIT_RETRY_MAX_PAUSE_SECONDS = 2.0
+
+# A shard's records of the batch, in chunks, from the start each time it is called.
+Chunks = Callable[[], Iterator[pa.RecordBatch]]
+
+
+class ProducerFenced(JobFailure, RuntimeError):
+    """Another driver took over this sink's transactional id: this one must stop."""
+
+    outcome = Outcome.FENCED
+
+
+class CommitFailed(JobFailure, RuntimeError):
+    """The batch's transaction did not commit; Spark fails the batch and re-runs it."""
+
+    outcome = Outcome.RETRY
+
+    def __init__(self, message: str, outcome: Outcome = Outcome.RETRY) -> None:
+        super().__init__(message)
+        self.outcome = outcome  # type: ignore[misc]  # RIDE_OUT when Kafka's error says it is in the way
+
+
+class KafkaFatal(JobFailure, RuntimeError):
+    """The producer met a fatal error that is not a fence (its code is in the message): the
+    producer is unusable and a restart would meet the same, so the job stops."""
+
+    outcome = Outcome.HALT
+
+
+class RecordRejected(JobFailure, RuntimeError):
+    """The client refused a record (too large for the producer's limit): a re-run would meet the
+    same record, so the job stops, naming the limit to raise."""
+
+    outcome = Outcome.STOP
+    option = "kafka.message.max.bytes"
+
+
+class RecomputedDifferently(JobFailure, RuntimeError):
+    """A publishing task's records differ from the figures the batch was prepared with: Spark
+    computed part of the batch again (an executor lost its cached blocks) and the query gave other
+    records. The transaction is aborted before its commit; the batch fails and runs again."""
+
+    outcome = Outcome.RETRY
+
+
+@dataclass(frozen=True)
+class ShardFigures:
+    """What a shard's part of the batch must be, from phase 1: checked before the commit."""
+
+    rows: int
+    digest: int
+
+
+def publish(settings: SinkSettings, shard: CommitShard, chunks: Chunks, batch_id: int, source_offsets: str = "",
+            expected: ShardFigures | None = None, retries: int = ABORTED_TRANSACTION_RETRIES) -> Counter[str]:
+    """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
+    transaction that Kafka aborted for a transient reason is tried again in place, `retries`
+    times. Returns the records published per topic. `source_offsets`: the digest of the batch's
+    (SourceOffsets.digest). `expected`: the figures the records must have (checked before the
+    marker is produced); None where they are the ones the figures were computed from."""
+    for attempt in range(retries + 1):
+        try:
+            published = _transaction(settings, shard, chunks, batch_id, source_offsets, expected)
+            break
+        except KafkaException as error:
+            kafka_error = error.args[0]
+            if kafka_error.txn_requires_abort() and not kafka_error.fatal():
+                abort(settings, shard)
+                if attempt < retries:  # aborted for a transient reason: again, in place
+                    metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
+                    continue
+            raise failed_transaction(settings, shard, batch_id, kafka_error, attempt) from error
+    metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
+    faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
+    return published
+
+
+def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, batch_id: int, source_offsets: str,
+                 expected: ShardFigures | None) -> Counter[str]:
+    producer = shard.producer
+    published: Counter[str] = Counter()
+    deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
+    producer.begin_transaction()
+    # Step 3. The records (counts and dead letters), then the marker.
+    headers = settings.batch_header(batch_id)
+    rows, hashed = 0, 0
+    try:
+        # In chunks: a process holds Python objects for one chunk, not for the whole batch.
+        for chunk in chunks():
+            for count in pc.value_counts(chunk.column("topic")).to_pylist():
+                published[count["values"]] += count["counts"]
+            rows += chunk.num_rows
+            if expected is not None and DIGEST in chunk.column_names:
+                hashed = combine(hashed, digest(chunk))
+            topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
+            for topic, key, value in zip(topics, keys, values, strict=True):
+                _produce(producer, topic, key, value, headers)
+        if expected is not None and (rows, hashed) != (expected.rows, expected.digest):
+            raise RecomputedDifferently(
+                f"batch {batch_id}, shard {shard.shard}: {rows} records (digest {hashed:016x}) where the batch was "
+                f"prepared with {expected.rows} (digest {expected.digest:016x}): Spark computed part of the batch "
+                "again and the query gave other records (it is not deterministic). Nothing of the shard was "
+                "committed; the batch runs again.")
+        # The marker speaks the checkpoint's own batch ids, in its value and its header.
+        _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
+                 marker_value(settings.sink_id, shard.shard, batch_id, rows, source_offsets),
+                 [("batch_id", str(batch_id).encode())])
+    except (RecordRejected, RecomputedDifferently):
+        abort(settings, shard)  # a failed abort must not hide the refusal
+        raise
+    producer.flush(settings.commit_timeout_seconds)  # on the broker, still invisible to read_committed
+    faults.maybe_crash(faults.BEFORE_KAFKA_COMMIT, batch_id)
+    # Step 4.
+    _commit(settings, producer, max(1.0, deadline - time.monotonic()))
+    return published
+
+
+def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None:
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, headers=headers)
+            return
+        except BufferError:  # the local queue is full: let librdkafka send some first
+            producer.poll(0.05)
+        except KafkaException as error:  # refused by the client itself, e.g. larger than message.max.bytes
+            if error.args[0].code() not in _TOO_LARGE:
+                raise
+            size = len(value or b"") + len(key or b"")
+            raise RecordRejected(
+                f"a record for {topic!r} (key {bytes(key or b'')[:60]!r}, {size} bytes of key and value) was "
+                f"refused: {error.args[0].str()}. The producer's limit is message.max.bytes (librdkafka "
+                "default 1,000,000; set it in [kafka], below the broker's and topic's max.message.bytes)."
+            ) from error
+
+
+_TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
+
+
+def _commit(settings: SinkSettings, producer: Producer, budget: float) -> None:
+    """Commit; a commit that timed out is retried (Kafka documents it as retriable), with a
+    growing pause, within the budget that the transaction time-out leaves."""
+    deadline = time.monotonic() + budget
+    pause = COMMIT_RETRY_PAUSE_SECONDS
+    while True:
+        try:
+            producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+            return
+        except KafkaException as error:
+            if not error.args[0].retriable() or time.monotonic() + pause >= deadline:
+                raise
+            metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
+            time.sleep(pause)
+            pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE_SECONDS)
+
+
+def abort(settings: SinkSettings, shard: CommitShard) -> None:
+    """Abort the shard's open transaction. One that cannot be aborted is left to the next
+    producer's init_transactions (which aborts it) and logged: the caller's error is the cause."""
+    try:
+        shard.producer.abort_transaction(settings.commit_timeout_seconds)
+    except KafkaException as error:
+        log.warning("transactional id %s: the abort failed too (%s); the next start of the producer aborts "
+                    "the transaction", shard.transactional_id, error.args[0].str())
+
+
+def failed_transaction(settings: SinkSettings, shard: CommitShard, batch_id: int, error: KafkaError,
+                       attempt: int) -> JobFailure:
+    """A shard's transaction that failed, as the sink's own exception: its outcome is the one the
+    error's code maps to (failures.kafka_outcome), its message names the transactional id."""
+    outcome, _ = kafka_outcome(error)
+    where = f"transactional id {shard.transactional_id}: {error.str()} ({error.name()})"
+    if outcome is Outcome.FENCED:
+        return ProducerFenced(f"{where}. Another job (or a newer instance of this one) uses the same sink id; "
+                              "this one stops.")
+    if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return TransactionalIdRefused.of(settings)
+    if outcome is Outcome.HALT:
+        return KafkaFatal(f"{where}: the producer cannot go on; the job stops")
+    retried = f", aborted {attempt + 1} times" if error.txn_requires_abort() else ""
+    return CommitFailed(f"batch {batch_id}, shard {shard.shard}{retried}: {error.str()} ({error.name()})", outcome)
