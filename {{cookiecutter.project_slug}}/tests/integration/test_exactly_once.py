@@ -91,6 +91,29 @@ def test_the_same_crash_duplicates_with_the_at_least_once_sink(job):
     assert not (mismatches := job.batch_header_mismatches()), mismatches[:5]  # its records carry the header too
 
 
+@pytest.mark.parametrize("spark_master", ["local[2]", "local[2,2]"])
+def test_a_publishing_task_killed_in_the_middle_of_its_transaction_leaves_its_shard_published_once(job, spark_master):
+    """Phase 2 in Spark tasks, two commit shards: a publishing task's Python worker is killed
+    with its transaction open, its records and marker on the broker, while the rest of the job
+    lives (what an executor lost in the middle of a shard's transaction leaves). With local[2],
+    Spark fails the batch and the runner restarts the query; with local[2,2], Spark retries the
+    task, whose init_transactions aborts the dead attempt's transaction. Either way nothing is
+    lost or doubled."""
+    sample = produce_sample(job, count=3000, seed=5, partitions=4)
+    run = job.run(fault=faults.BEFORE_KAFKA_COMMIT, fault_batch=FAULT_BATCH,
+                  extra_env={faults.MODE_VARIABLE: "kill_task"}, max_offsets_per_trigger="1000",
+                  publish_from="tasks", commit_shards="2", spark_master=spark_master)
+    assert run.returncode == 0, run.stdout[-3000:]
+    fired = job.fired_faults()
+    assert fired and set(fired) == {f"fault injection: SIGKILL at {faults.BEFORE_KAFKA_COMMIT} in batch "
+                                    f"{FAULT_BATCH}{faults.TASK_ONLY}"}, fired
+    assert ("restarting the query" in run.stdout) is (spark_master == "local[2]"), run.stdout[-3000:]
+    counts, malformed = merged(sample)
+    verdict = job.verify(counts, malformed)
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+
+
 @pytest.mark.parametrize("shards", ["1", "2"])
 def test_a_batch_past_the_drivers_result_limit_is_published_by_tasks_once_through_a_crash(job, shards):
     """A flood of 50 KB dead letters makes batches 0 and 1 larger than spark.driver.maxResultSize

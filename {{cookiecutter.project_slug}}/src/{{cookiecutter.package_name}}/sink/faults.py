@@ -12,9 +12,8 @@ Enabled only through the environment, never through the job's configuration:
 A fault kills the driver's process group (the driver's Python process and its JVM): a real crash
 of the driver, with no clean-up, exactly like a lost machine. BEFORE_KAFKA_COMMIT and
 AFTER_KAFKA_COMMIT are in the publishing task where Spark tasks publish the batch; there,
-kill_task kills the task's Python worker only (with the transaction open, before its commit):
-what an executor lost in the middle of a shard's transaction leaves. Local mode only: a task
-kills the driver's process group by its number.
+kill_task kills the task's Python worker only, once (the job lives on, and runs the batch again): what an executor lost in the middle of a shard's transaction leaves.
+Local mode only: a task kills the driver's process group by its number.
 """
 
 from __future__ import annotations
@@ -31,7 +30,8 @@ POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
 MODE_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_MODE"
 LOG_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_LOG"  # a file each fired fault is recorded in
-PAUSE_SECONDS = 600  # a pause that nothing released ends by itself
+PAUSE_SECONDS = 600
+TASK_ONLY = " (the task only)"  # the end of a kill_task fault's line  # a pause that nothing released ends by itself
 
 BATCH_COMPUTED = "batch_computed"  # the batch's records are on the driver; the coordinator has not started
 AFTER_LOG_ENTRY = "after_log_entry"  # the sink log says prepared; Kafka untouched
@@ -91,8 +91,12 @@ def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> Non
     if mode == "pause":
         _pause(point, batch_id)
         return
-    _record(f"fault injection: {'hang' if mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}"
-            f"{' (the task only)' if mode == 'kill_task' else ''}")
+    line = f"fault injection: {'hang' if mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}"
+    if mode == "kill_task":
+        line += TASK_ONLY
+        if _fired(TASK_ONLY):
+            return
+    _record(line)
     if mode == "hang":
         time.sleep(3600)
         return
@@ -116,6 +120,14 @@ def _pause(point: str, batch_id: int, timeout: float = PAUSE_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(release_file(log_path, point, batch_id)) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def _fired(suffix: str) -> bool:
+    """Whether a line of the fault log ends with `suffix`: a fault that fires once has fired."""
+    log_path = os.environ.get(LOG_VARIABLE)
+    if not log_path:
+        raise ValueError(f"{MODE_VARIABLE}=kill_task needs {LOG_VARIABLE}: the file that says it fired once")
+    return os.path.exists(log_path) and any(line.endswith(suffix) for line in open(log_path).read().splitlines())
 
 
 def _record(message: str) -> None:
