@@ -74,6 +74,16 @@ def cpu_ticks(pid: int) -> int | None:
     return int(fields[11]) + int(fields[12])
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user and system, all its threads) process `pid` has used; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+
+
 def field_kib(pid: int, field: str = "VmHWM", source: str = "status") -> int | None:
     """A KiB field of /proc/<pid>/<source> (VmHWM in status: the peak resident set; Pss in
     smaps_rollup: the proportional share); None once the process is gone."""

@@ -36,24 +36,26 @@ def _profile(args: argparse.Namespace) -> Profile:
 
 
 SCALING_KEYS = (10, 10_000, 1_000_000)
+SCALING_DIMENSIONS = ("keys", "partitions", "shards")
 # Enough to compile the broker's produce, transaction and read_committed fetch paths.
 BROKER_WARM_UP_EVENTS = 500_000
 
 
-def _scaling(bootstrap: str, base: Profile, workdir: Path, log) -> list[dict[str, Any]]:
+def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tuple[str, ...] = SCALING_DIMENSIONS
+             ) -> list[dict[str, Any]]:
     """Throughput only (no latency, no recovery) while one dimension varies. Distinct keys, the
     dimension state must scale with, run every contender on the same input (ratios in one run)."""
     variants: list[tuple[str, Any, Profile, tuple[str, ...]]] = []
-    for keys in SCALING_KEYS:
+    for keys in SCALING_KEYS if "keys" in dimensions else ():
         events = max(base.events, keys)  # every key in one batch: distinct keys per batch = keys
         # A bigger batch takes longer: the time-out grows with it (a 1,000,000-event batch gets 20 min).
         variants.append(("keys per batch", keys, dataclasses.replace(
             base, keys=keys, events=events, max_per_batch=events, timeout=max(base.timeout, events * 1.2e-3)),
-            ("eos", "alos", "spark_kafka", "plain_eos")))
-    for partitions in (1, 8, 32):
+            ("eos", "alos", "spark_kafka_job", "spark_kafka", "plain_eos")))
+    for partitions in (1, 8, 32) if "partitions" in dimensions else ():
         variants.append(("input partitions", partitions, dataclasses.replace(base, partitions=partitions),
                          ("eos", "alos")))
-    for shards in (1, 4):
+    for shards in (1, 4) if "shards" in dimensions else ():
         variants.append(("commit shards (10k keys)", shards,
                          dataclasses.replace(base, commit_shards=shards, keys=10_000), ("eos",)))
     rows = []
@@ -63,8 +65,18 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log) -> list[dict[str
             result = Run(name, bootstrap, profile, workdir).measure(latency=False, log=log)
             rows.append({"dimension": dimension, "value": value, "contender": name,
                          "eps": (result.get("throughput") or {}).get("eps"), "error": result.get("error"),
+                         "driver_cpu_s_per_million_records":
+                             (result.get("throughput") or {}).get("driver_cpu_s_per_million_records"),
                          "peak_memory_mb": result.get("peak_memory_mb")})
     return rows
+
+
+def _dimensions(args: argparse.Namespace) -> tuple[str, ...]:
+    dimensions = tuple(d.strip() for d in args.scaling_dimensions.split(",") if d.strip())
+    if unknown := set(dimensions) - set(SCALING_DIMENSIONS):
+        raise SystemExit(f"bench: --scaling-dimensions: {', '.join(sorted(unknown))} is not one of "
+                         f"{', '.join(SCALING_DIMENSIONS)}")
+    return dimensions
 
 
 def _caught_up(bootstrap: str, base: Profile, workdir: Path, names: list[str], args: argparse.Namespace,
@@ -125,14 +137,14 @@ def run_bench(args: argparse.Namespace) -> int:
                     add_backlog_run(contenders[name], run.measure(latency=False, log=log), round_number, position)
         commit: dict[str, Any] = {"runs": []}
         try:
-            for shards in (1, 4):
+            for shards in (1, 4) if "shards" in dimensions else ():
                 log(f"bench: phase-2 microbenchmark, {args.commit_rows} rows, {shards} shard(s)")
                 commit["runs"].append(commit_microbench(kafka.bootstrap_servers, args.commit_rows, shards,
                                                         args.commit_batches, workdir))
         except Exception as error:  # noqa: BLE001 - reported with the results
             commit["error"] = f"{type(error).__name__}: {error}"
         caught_up = _caught_up(kafka.bootstrap_servers, profile, workdir, names, args, log)
-        scaling = _scaling(kafka.bootstrap_servers, profile, workdir, log) if args.scaling else None
+        scaling = _scaling(kafka.bootstrap_servers, profile, workdir, log, _dimensions(args)) if args.scaling else None
 
     environment["loadavg_after"] = _loadavg()
     results: dict[str, Any] = {

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..processes import command_line, descendants, field_kib
+from ..processes import command_line, cpu_seconds, descendants, field_kib
 
 PACKAGE = "{{ cookiecutter.package_name }}"  # the job's package: its CLI and environment prefix
 
@@ -54,6 +54,11 @@ class Contender:
         self._sampler = threading.Thread(target=self._sample, args=(self.process.pid, self.incarnations[-1]),
                                          daemon=True)
         self._sampler.start()
+
+    def driver_cpu_seconds(self) -> float | None:
+        """The CPU time the driver's Python process has used so far (in local mode its JVM also
+        runs the executors' work, and Python workers are processes of their own: neither counts)."""
+        return None if self.process is None else cpu_seconds(self.process.pid)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -74,6 +74,14 @@ def _samples(latencies: list[float], points: int = 200) -> list[float]:
     return [round(ordered[round(i * (len(ordered) - 1) / (points - 1))], 2) for i in range(points)]
 
 
+def driver_cpu(before: float | None, after: float | None, records: int) -> dict[str, float | None]:
+    """The driver's Python CPU seconds while the backlog drained, and per million output records."""
+    if before is None or after is None or records <= 0:
+        return {"driver_cpu_s": None, "driver_cpu_s_per_million_records": None}
+    return {"driver_cpu_s": round(after - before, 2),
+            "driver_cpu_s_per_million_records": round((after - before) / records * 1e6, 2)}
+
+
 def add_backlog_run(into: dict[str, Any], run: dict[str, Any], round_number: int, position: int) -> None:
     """Add one run's backlog throughput to a contender's result: `throughput.runs` lists every
     run (round, position in that round's order), `eps` and `seconds` are their medians."""
@@ -178,12 +186,16 @@ class Run:
         log(f"bench: {self.name}: up in {self.result['startup_s']}s")
         if backlog:
             log(f"bench: {self.name}: backlog of {p.events} events")
+            cpu_before, records_before = contender.driver_cpu_seconds(), len(tail.snapshot())
             visible_from = produce_backlog(self.bootstrap, self.input, p.partitions, self.stream, p.events)
             done = self._wait(tail, contender, "backlog")
+            cpu_after, records = contender.driver_cpu_seconds(), len(tail.snapshot()) - records_before
             seconds = done - visible_from
             self.result["throughput"] = {"events": p.events, "seconds": round(seconds, 3),
-                                         "eps": events_per_second(p.events, seconds)}
-            log(f"bench: {self.name}: {self.result['throughput']['eps']} events/s")
+                                         "eps": events_per_second(p.events, seconds), "output_records": records,
+                                         **driver_cpu(cpu_before, cpu_after, records)}
+            log(f"bench: {self.name}: {self.result['throughput']['eps']} events/s, driver CPU "
+                f"{self.result['throughput']['driver_cpu_s_per_million_records']} s per million output records")
         if latency:
             started_ms = time.time() * 1000
             base = dict(self.stream.expected)

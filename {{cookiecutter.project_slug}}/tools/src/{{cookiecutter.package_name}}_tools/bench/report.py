@@ -101,12 +101,14 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
     rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"),
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka"))), 2),
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], smallest[r["dimension"]], r["contender"]))), 2),
-             *_memory(r.get("peak_memory_mb")), r.get("error") or ""] for r in runs]
+             r.get("driver_cpu_s_per_million_records"), *_memory(r.get("peak_memory_mb")), r.get("error") or ""]
+            for r in runs]
     return ["", "## Scaling (throughput draining the backlog)", "",
             "× spark_kafka: against Spark's built-in contender at the same value; × smallest: against the "
             "same contender at the dimension's smallest value.", "",
             *_table(["dimension", "value", "contender", "events/s", "× spark_kafka", "× smallest",
-                     "peak driver MB (python+JVM)", "python workers MB", "error"], rows)]
+                     "driver CPU s per M output records", "peak driver MB (python+JVM)", "python workers MB",
+                     "error"], rows)]
 
 
 def _memory(peak: dict[str, float] | None) -> list[float | None]:
