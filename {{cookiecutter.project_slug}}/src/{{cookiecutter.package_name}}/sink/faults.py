@@ -12,8 +12,9 @@ Enabled only through the environment, never through the job's configuration:
 A fault kills the driver's process group (the driver's Python process and its JVM): a real crash
 of the driver, with no clean-up, exactly like a lost machine. BEFORE_KAFKA_COMMIT and
 AFTER_KAFKA_COMMIT are in the publishing task where Spark tasks publish the batch; there,
-kill_task kills the task's Python worker only, once (the job lives on, and runs the batch again): what an executor lost in the middle of a shard's transaction leaves.
-Local mode only: a task kills the driver's process group by its number.
+kill_task kills the task's Python worker only, once (the job lives on, and runs the batch
+again): what an executor lost in the middle of a shard's transaction leaves. Local mode only:
+a task kills the driver's process group by its number.
 """
 
 from __future__ import annotations

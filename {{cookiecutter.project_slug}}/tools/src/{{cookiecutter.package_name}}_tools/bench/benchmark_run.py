@@ -41,10 +41,11 @@ SCALING_DIMENSIONS = ("keys", "partitions", "shards")
 BROKER_WARM_UP_EVENTS = 500_000
 
 
-def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tuple[str, ...] = SCALING_DIMENSIONS
-             ) -> list[dict[str, Any]]:
+def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tuple[str, ...] = SCALING_DIMENSIONS,
+             chosen: tuple[str, ...] = CONTENDERS) -> list[dict[str, Any]]:
     """Throughput only (no latency, no recovery) while one dimension varies. Distinct keys, the
-    dimension state must scale with, run every contender on the same input (ratios in one run)."""
+    dimension state must scale with, run every contender on the same input (ratios in one run);
+    `chosen`: the contenders to run (--contenders)."""
     variants: list[tuple[str, Any, Profile, tuple[str, ...]]] = []
     for keys in SCALING_KEYS if "keys" in dimensions else ():
         events = max(base.events, keys)  # every key in one batch: distinct keys per batch = keys
@@ -60,7 +61,7 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tupl
                          dataclasses.replace(base, commit_shards=shards, keys=10_000), ("eos",)))
     rows = []
     for dimension, value, profile, names in variants:
-        for name in names:
+        for name in (n for n in names if n in chosen):
             log(f"bench: scaling {dimension}={value}: {name}")
             result = Run(name, bootstrap, profile, workdir).measure(latency=False, log=log)
             rows.append({"dimension": dimension, "value": value, "contender": name,
@@ -137,14 +138,15 @@ def run_bench(args: argparse.Namespace) -> int:
                     add_backlog_run(contenders[name], run.measure(latency=False, log=log), round_number, position)
         commit: dict[str, Any] = {"runs": []}
         try:
-            for shards in (1, 4) if "shards" in dimensions else ():
+            for shards in (1, 4):
                 log(f"bench: phase-2 microbenchmark, {args.commit_rows} rows, {shards} shard(s)")
                 commit["runs"].append(commit_microbench(kafka.bootstrap_servers, args.commit_rows, shards,
                                                         args.commit_batches, workdir))
         except Exception as error:  # noqa: BLE001 - reported with the results
             commit["error"] = f"{type(error).__name__}: {error}"
         caught_up = _caught_up(kafka.bootstrap_servers, profile, workdir, names, args, log)
-        scaling = _scaling(kafka.bootstrap_servers, profile, workdir, log, _dimensions(args)) if args.scaling else None
+        scaling = (_scaling(kafka.bootstrap_servers, profile, workdir, log, _dimensions(args), tuple(names))
+                   if args.scaling else None)
 
     environment["loadavg_after"] = _loadavg()
     results: dict[str, Any] = {

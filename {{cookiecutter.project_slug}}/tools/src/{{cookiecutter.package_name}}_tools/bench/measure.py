@@ -189,11 +189,11 @@ class Run:
             cpu_before, records_before = contender.driver_cpu_seconds(), len(tail.snapshot())
             visible_from = produce_backlog(self.bootstrap, self.input, p.partitions, self.stream, p.events)
             done = self._wait(tail, contender, "backlog")
-            cpu_after, records = contender.driver_cpu_seconds(), len(tail.snapshot()) - records_before
+            cpu_after, output_records = contender.driver_cpu_seconds(), len(tail.snapshot()) - records_before
             seconds = done - visible_from
             self.result["throughput"] = {"events": p.events, "seconds": round(seconds, 3),
-                                         "eps": events_per_second(p.events, seconds), "output_records": records,
-                                         **driver_cpu(cpu_before, cpu_after, records)}
+                                         "eps": events_per_second(p.events, seconds), "output_records": output_records,
+                                         **driver_cpu(cpu_before, cpu_after, output_records)}
             log(f"bench: {self.name}: {self.result['throughput']['eps']} events/s, driver CPU "
                 f"{self.result['throughput']['driver_cpu_s_per_million_records']} s per million output records")
         if latency:
