@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from dataclasses import replace
 
@@ -12,13 +13,22 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
+from {{ cookiecutter.package_name }}.failures import Outcome
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
-from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, InlineRecords, chunks_of
+from {{ cookiecutter.package_name }}.sink import publishing_tasks as tasks
+from {{ cookiecutter.package_name }}.sink.batch_records import DIGEST, RECORDS_SCHEMA, SHARD, InlineRecords, chunks_of, digest
 from {{ cookiecutter.package_name }}.sink.coordinator import MarkersWentBack
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_marker_values, read_markers
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard, ProducerPool
+from {{ cookiecutter.package_name }}.sink.publishing_tasks import PublishOrder, ShardResult, as_failure, publish_part
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
-from {{ cookiecutter.package_name }}.sink.shard_transaction import ProducerFenced, RecordRejected, publish
+from {{ cookiecutter.package_name }}.sink.shard_transaction import (
+    CommitFailed,
+    ProducerFenced,
+    RecordRejected,
+    ShardFigures,
+    publish,
+)
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
 
@@ -310,3 +320,73 @@ def test_two_sinks_whose_ids_share_a_prefix_share_one_marker_topic_exactly(kafka
     seen = [json.loads(value) for _key, value in read_topic(kafka.bootstrap_servers, output)]
     for sink in (first.sink_id, second.sink_id):
         assert sorted(v["batch_id"] for v in seen if v["sink"] == sink) == [0] * 6 + [1] * 6 + [2] * 6
+
+
+def task_part(topic: str, batch_id: int, rows: int, shard: int = 0) -> tuple[list[pa.RecordBatch], ShardFigures]:
+    """Shard `shard`'s part of batch N as a publishing task reads it (with each record's digest
+    and shard, kafka_sink.for_commit's columns), in chunks, and the figures phase 1 gave it."""
+    table = batch_records(topic, batch_id, rows).parts[0]
+    hashes = pa.array([(i * 0x9E3779B97F4A7C15) % (1 << 63) for i in range(rows)], pa.int64())
+    table = table.append_column(DIGEST, hashes).append_column(SHARD, pa.array([shard] * rows, pa.int32()))
+    return table.to_batches(max_chunksize=50), ShardFigures(rows, digest(table))
+
+
+def order_for(settings: SinkSettings, batch_id: int, figures: ShardFigures) -> PublishOrder:
+    return PublishOrder(settings, batch_id, frozenset({0}), (figures,), "offsets", faults.DriverFaults(0, {}))
+
+
+def slowly(batches: list[pa.RecordBatch]):
+    for batch in batches:
+        time.sleep(0.05)  # long enough for the other attempt to start its producer meanwhile
+        yield batch
+
+
+def test_two_attempts_of_a_publishing_task_at_once_publish_its_shard_once(kafka, new_topic, tmp_path):
+    """Spark may run a publishing task twice at once (a speculative copy; a retry beside an
+    executor that comes back). Both attempts of shard 0's task run here in two threads, on the
+    same records: the later init_transactions fences the earlier attempt, or the later attempt
+    finds the shard's marker at the batch. Either way its records are visible once, and an
+    attempt that failed says so as a value the driver turns into a retry, not a stop."""
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "twice")
+    batches, figures = task_part(output, 0, 400)
+    results: list[ShardResult] = []
+    attempts = [threading.Thread(target=lambda: results.append(publish_part(order_for(settings, 0, figures), 0,
+                                                                            slowly(batches))))
+                for _ in range(2)]
+    for attempt in attempts:
+        attempt.start()
+        time.sleep(0.3)
+    for attempt in attempts:
+        attempt.join(120)
+    statuses = sorted(result.status for result in results)
+    assert statuses in ([tasks.COMMITTED, tasks.FAILED], [tasks.COMMITTED, tasks.PUBLISHED_BEFORE]), results
+    assert batch_ids_visible(kafka, output) == [0] * 400
+    assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "twice") == {0: 0}
+    for result in results:
+        if result.status == tasks.FAILED:  # the fenced attempt: the batch is retried, the job goes on
+            failure = as_failure(result)
+            assert isinstance(failure, CommitFailed) and failure.outcome is Outcome.RETRY, result
+
+
+def test_a_publishing_task_refuses_a_marker_ahead_and_records_unlike_the_figures(kafka, new_topic, tmp_path):
+    """A task whose shard's marker is past the batch publishes nothing and says so (tasks.AHEAD: the
+    coordinator stops the job naming checkpoint_location); a task whose records are not the ones
+    the batch was prepared with (Spark computed a lost cached block again, and the query gave
+    other records) aborts before its commit."""
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "checks")
+    batches, figures = task_part(output, 0, 100)
+    other = ShardFigures(figures.rows, (figures.digest + 1) % (1 << 64))
+    refused = publish_part(order_for(settings, 0, other), 0, iter(batches))
+    assert (refused.status, refused.failure, refused.outcome) == (tasks.FAILED, "RecomputedDifferently", "retry"), \
+        refused
+    assert "the query gave other records" in refused.message
+    assert batch_ids_visible(kafka, output) == []
+
+    batches, figures = task_part(output, 3, 10)
+    assert publish_part(order_for(settings, 3, figures), 0, iter(batches)).status == tasks.COMMITTED
+    batches, figures = task_part(output, 2, 10)
+    ahead = publish_part(order_for(settings, 2, figures), 0, iter(batches))
+    assert (ahead.status, ahead.marker_batch) == (tasks.AHEAD, 3), ahead
+    assert batch_ids_visible(kafka, output) == [3] * 10

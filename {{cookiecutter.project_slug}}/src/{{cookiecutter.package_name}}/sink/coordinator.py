@@ -40,6 +40,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
+from py4j.protocol import Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 
 from ..failures import JobFailure, Outcome
 from ..observability import metrics
@@ -258,8 +260,13 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
     order = tasks.PublishOrder(settings, batch_id, frozenset(pending),
                                tuple(ShardFigures(rows, digest) for rows, digest
                                      in zip(records.rows_per_shard, records.digests, strict=True)),
-                               source_offsets, faults.process_group())
-    rows = records.frame.mapInArrow(tasks.publish_task(order), tasks.RESULT_DDL).collect()
+                               source_offsets, faults.DriverFaults.of_driver())
+    try:
+        rows = records.frame.mapInArrow(tasks.publish_task(order), tasks.RESULT_DDL).collect()
+    except (Py4JJavaError, CapturedException) as error:  # a task that could not answer: its worker or executor died
+        java = getattr(error, "java_exception", None)
+        message = (str(java.getMessage()) if java is not None else str(error)).strip().splitlines()[0][:500]
+        raise CommitFailed(f"batch {batch_id}: the publishing job failed: {message}") from error
     results = {result.shard: result for result in tasks.results_of([row.asDict() for row in rows])}
     published: Counter[str] = Counter()
     failed: list[tasks.ShardResult] = []

@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 
 from ..failures import JobFailure, Outcome
 
@@ -51,22 +52,37 @@ SAVEPOINT_POINTS = (SAVEPOINT_STATE_WRITTEN, SAVEPOINT_SEED_COPIED)
 
 
 _process_group: int | None = None  # in a publishing task: the driver's (in_task_of)
+_task_settings: dict[str, str] | None = None  # in a publishing task: the driver's variables (in_task_of)
 
 
-def process_group() -> int:
-    """The process group a fault kills: the driver's, given to the publishing tasks."""
-    return os.getpgid(0)
+@dataclass(frozen=True)
+class DriverFaults:
+    """What the driver hands its publishing tasks, whose processes may not have its environment
+    (an executor on a standalone cluster): its process group and its fault variables."""
+
+    process_group: int
+    settings: dict[str, str]
+
+    @classmethod
+    def of_driver(cls) -> DriverFaults:
+        names = (POINT_VARIABLE, BATCH_VARIABLE, MODE_VARIABLE, LOG_VARIABLE)
+        return cls(os.getpgid(0), {name: os.environ[name] for name in names if name in os.environ})
 
 
-def in_task_of(driver_process_group: int) -> None:
-    """This process runs a publishing task for the driver whose process group is given."""
-    global _process_group
-    _process_group = driver_process_group
+def in_task_of(driver: DriverFaults) -> None:
+    """This process runs a publishing task: the driver's faults apply, and kill the driver."""
+    global _process_group, _task_settings
+    _process_group, _task_settings = driver.process_group, driver.settings
+
+
+def _setting(name: str, default: str = "") -> str:
+    settings = os.environ if _task_settings is None else _task_settings
+    return settings.get(name, default)
 
 
 def armed_points() -> tuple[str, ...]:
     """The points armed: one, or several separated by commas (the first reached fires)."""
-    points = tuple(point.strip() for point in os.environ.get(POINT_VARIABLE, "").split(",") if point.strip())
+    points = tuple(point.strip() for point in _setting(POINT_VARIABLE, "").split(",") if point.strip())
     for point in points:
         if point not in POINTS + SAVEPOINT_POINTS:
             raise ValueError(f"{POINT_VARIABLE}={point!r} is not one of {', '.join(POINTS + SAVEPOINT_POINTS)}")
@@ -82,11 +98,11 @@ class InjectedFault(JobFailure, RuntimeError):
 def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> None:
     """SIGKILL this process group (or raise) if `point` is armed for this batch. At
     WRITING_SPARK_COMMIT, first leave what a crash in the middle of Spark's commit leaves."""
-    if point not in armed_points() or batch_id < int(os.environ.get(BATCH_VARIABLE, "0")):
+    if point not in armed_points() or batch_id < int(_setting(BATCH_VARIABLE, "0")):
         return
     if point == WRITING_SPARK_COMMIT and checkpoint is not None:
         _leave_partial_commit(checkpoint, batch_id)
-    mode = os.environ.get(MODE_VARIABLE, "kill")
+    mode = _setting(MODE_VARIABLE, "kill")
     if mode == "raise":
         raise InjectedFault(f"fault injection: {point} in batch {batch_id}")
     if mode == "pause":
@@ -114,7 +130,7 @@ def release_file(fault_log: str, point: str, batch_id: int) -> str:
 
 
 def _pause(point: str, batch_id: int, timeout: float = PAUSE_SECONDS) -> None:
-    log_path = os.environ.get(LOG_VARIABLE)
+    log_path = _setting(LOG_VARIABLE)
     if not log_path:
         raise ValueError(f"{MODE_VARIABLE}=pause needs {LOG_VARIABLE}: the file a test reads the pause from")
     _record(f"fault injection: pause at {point} in batch {batch_id}")
@@ -125,7 +141,7 @@ def _pause(point: str, batch_id: int, timeout: float = PAUSE_SECONDS) -> None:
 
 def _fired(suffix: str) -> bool:
     """Whether a line of the fault log ends with `suffix`: a fault that fires once has fired."""
-    log_path = os.environ.get(LOG_VARIABLE)
+    log_path = _setting(LOG_VARIABLE)
     if not log_path:
         raise ValueError(f"{MODE_VARIABLE}=kill_task needs {LOG_VARIABLE}: the file that says it fired once")
     return os.path.exists(log_path) and any(line.endswith(suffix) for line in open(log_path).read().splitlines())
@@ -133,7 +149,7 @@ def _fired(suffix: str) -> bool:
 
 def _record(message: str) -> None:
     print(message, file=sys.stderr, flush=True)  # Spark may swallow a worker's stderr: hence the log file
-    if log_path := os.environ.get(LOG_VARIABLE):
+    if log_path := _setting(LOG_VARIABLE):
         with open(log_path, "a") as log:
             log.write(message + "\n")
 

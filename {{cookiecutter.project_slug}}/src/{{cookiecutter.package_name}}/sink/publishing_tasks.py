@@ -70,7 +70,7 @@ class PublishOrder:
     pending: frozenset[int]  # the shards to publish; the others answer NOT_PENDING
     figures: tuple[ShardFigures, ...]  # per shard, from phase 1
     source_offsets: str  # the digest of the batch's offsets/N (SourceOffsets.digest)
-    driver_process_group: int  # what a fault injected in a task kills, as a crash of the driver (faults.py)
+    faults: faults.DriverFaults  # the crash tests' faults, which kill the driver (faults.py)
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def publish_part(order: PublishOrder, shard: int, batches: Iterator[pa.RecordBat
     settings, batch_id = order.settings, order.batch_id
     if shard not in order.pending:
         return ShardResult(shard, NOT_PENDING)
-    faults.in_task_of(order.driver_process_group)
+    faults.in_task_of(order.faults)
     try:
         producer = CommitShard(settings, shard)  # step 1: fences every earlier producer of the shard
         try:
