@@ -11,10 +11,10 @@
 # job's conf/ivysettings.xml) and ships to the executors. The job's settings come from job.toml, the
 # {{ cookiecutter.package_name | upper }}_<OPTION> environment variables and --set flags, as for `{{ cookiecutter.package_name }} run`.
 #
-# The exactly-once job runs Python on the driver only (the commit protocol); executors run Python
-# for the at-least-once sink and the state TTL's count. Nodes that run Python need Python 3.11+
-# with this project's dependencies (the same image everywhere, or a venv packed with venv-pack
-# and shipped with --archives).
+# Executors run Python: the exactly-once sink's publishing tasks (phase 2, one per commit shard),
+# the at-least-once sink and the state TTL's count. Every node needs Python 3.11+ with this
+# project's dependencies (the same image everywhere, or a venv packed with venv-pack and shipped
+# with --archives).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

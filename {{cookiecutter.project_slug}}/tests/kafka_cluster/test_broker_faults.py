@@ -117,9 +117,9 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
 
 def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers(cluster_job):
     """The local suite's crash test (harness.crash_at_each_point) on the cluster: markers and
-    transactions on three replicas, the coordinator on one of three brokers."""
+    transactions on three replicas, the coordinator on one of three brokers, phase 2 in Spark tasks."""
     job = cluster_job
-    verdict, crashes = crash_at_each_point(job, faults.POINTS, seed=23)
+    verdict, crashes = crash_at_each_point(job, faults.POINTS, seed=23, publish_from="tasks")
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems

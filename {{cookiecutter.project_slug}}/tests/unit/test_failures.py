@@ -147,3 +147,24 @@ def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypa
     assert Tolerance("waiting", 10).run(comes_back, lambda *_: AssertionError("not past")) == "answered"
     with pytest.raises(ZeroDivisionError):  # not an outage: raised at once
         Tolerance("waiting", 10).run(lambda: 1 / 0, lambda *_: AssertionError("not waited"))
+
+
+@pytest.mark.parametrize(("failure", "outcome", "raised", "judged"), [
+    ("ProducerFenced", "fenced", shard_transaction.CommitFailed, Outcome.RETRY),  # maybe a copy of itself: retried
+    ("RecordRejected", "stop", shard_transaction.RecordRejected, Outcome.STOP),
+    ("RecomputedDifferently", "retry", shard_transaction.RecomputedDifferently, Outcome.RETRY),
+    ("KafkaFatal", "halt", shard_transaction.KafkaFatal, Outcome.HALT),
+    ("CommitFailed", "ride out", shard_transaction.CommitFailed, Outcome.RIDE_OUT),
+    ("SomethingNew", "retry", shard_transaction.CommitFailed, Outcome.RETRY),
+])
+def test_a_publishing_tasks_failure_reaches_the_driver_as_the_sinks_exception_with_its_outcome(
+        failure, outcome, raised, judged):
+    """A publishing task answers with a row (publishing_tasks.ShardResult), never an exception:
+    the driver raises the sink's own class again, whose outcome the runner acts on."""
+    from {{ cookiecutter.package_name }}.sink.publishing_tasks import FAILED, ShardResult, as_failure
+
+    error = as_failure(ShardResult(2, FAILED, failure, outcome, f"shard 2: {failure}"))
+    assert type(error) is raised and verdict(error).outcome is judged
+    assert "shard 2" in str(error)
+    if raised is shard_transaction.RecordRejected:
+        assert verdict(error).option == "kafka.message.max.bytes"

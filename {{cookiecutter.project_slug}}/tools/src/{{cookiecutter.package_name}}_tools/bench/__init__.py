@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--commit-batches", type=int, default=15, help="microbenchmark batches per setting")
     parser.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery measurement")
     parser.add_argument("--scaling", action="store_true",
-                        help="also: keys 10/10k/1M, partitions 1/8/32, commit shards 1/4 (adds 20+ minutes)")
+                        help="also: keys 10/10k/1M, partitions 1/8/32, commit shards 1/2/4 at 1M keys "
+                             "(adds 20+ minutes)")
     parser.add_argument("--scaling-dimensions", default="keys,partitions,shards",
                         help="the --scaling dimensions to run, a subset of keys,partitions,shards (default all)")
     parser.add_argument("--seed", type=int, default=6)

@@ -56,9 +56,11 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tupl
     for partitions in (1, 8, 32) if "partitions" in dimensions else ():
         variants.append(("input partitions", partitions, dataclasses.replace(base, partitions=partitions),
                          ("eos", "alos")))
-    for shards in (1, 4) if "shards" in dimensions else ():
-        variants.append(("commit shards (10k keys)", shards,
-                         dataclasses.replace(base, commit_shards=shards, keys=10_000), ("eos",)))
+    for shards in (1, 2, 4) if "shards" in dimensions else ():  # where publishing in tasks pays: big batches
+        keys = SCALING_KEYS[-1]
+        variants.append((f"commit shards ({keys:,} keys per batch)", shards, dataclasses.replace(
+            base, commit_shards=shards, keys=keys, events=keys, max_per_batch=keys,
+            timeout=max(base.timeout, keys * 1.2e-3)), ("eos",)))
     rows = []
     for dimension, value, profile, names in variants:
         for name in (n for n in names if n in chosen):
