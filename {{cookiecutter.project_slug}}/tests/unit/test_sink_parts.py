@@ -146,31 +146,43 @@ def test_the_executors_figures_of_a_batch_are_the_drivers_and_partition_s_holds_
         distributed.release()
 
 
-def test_auto_publishes_from_the_driver_after_a_small_batch_and_from_tasks_after_a_large_one():
-    """publish_from = "auto": the first batch after a start, and any batch after one past
-    DRIVER_MAX_ROWS records or DRIVER_MAX_BYTES, is published by Spark tasks; a batch after a small
-    one by the driver. "tasks" and "driver" do not look at the batches."""
+def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_from_tasks():
+    """publish_from = "auto": a batch's records are predicted from its input (offsets/N against
+    the previous batch's) times the previous batch's records per input record, and at least the
+    previous batch's records; predicted within DRIVER_MAX_ROWS and DRIVER_MAX_BYTES, the driver
+    publishes it. The first batch after a start goes to the tasks. "tasks" and "driver" do not
+    look at the batches."""
     import pyarrow as pa
 
     from {{ cookiecutter.package_name }}.sink.batch_records import InlineRecords
     from {{ cookiecutter.package_name }}.sink.kafka_sink import Placement
+    from {{ cookiecutter.package_name }}.storage.checkpoint import SourceOffsets
 
     def batch(rows: int, value_bytes: int = 10) -> InlineRecords:
         return InlineRecords.of(pa.table({"topic": ["t"] * rows, "key": [b"k"] * rows,
                                           "value": [b"v" * value_bytes] * rows}), 1)
 
+    def at(*offsets: int) -> SourceOffsets:  # the end offsets of a batch over len(offsets) partitions
+        return SourceOffsets(({"events": {str(p): offset for p, offset in enumerate(offsets)}},))
+
+    limit = Placement.DRIVER_MAX_ROWS
     auto = Placement("auto")
-    assert not auto.on_driver()
-    auto.observed(batch(Placement.DRIVER_MAX_ROWS))
-    assert auto.on_driver()
-    auto.observed(batch(Placement.DRIVER_MAX_ROWS + 1))
-    assert not auto.on_driver()
-    auto.observed(batch(10))
-    assert auto.on_driver()
-    auto.observed(batch(10, value_bytes=Placement.DRIVER_MAX_BYTES))
-    assert not auto.on_driver()
+    assert not auto.on_driver(at(100, 100))  # the first batch: nothing to predict from
+    auto.observed(at(100, 100), batch(8))
+    assert not auto.on_driver(at(200, 200))  # the second: its predecessor's input is not known either
+    auto.observed(at(200, 200), batch(200))  # 200 inputs gave 200 records
+    assert auto.on_driver(at(300, 300))  # 200 inputs now: about 200 records
+    assert not auto.on_driver(at(200 + limit, 200 + limit))  # a backlog arrives: 2 × limit inputs
+    auto.observed(at(50_200, 50_200), batch(8))  # few keys: 100,000 inputs gave 8 records
+    assert auto.on_driver(at(150_200, 150_200))
+    auto.observed(at(150_200, 150_200), batch(limit + 1))  # the previous batch alone was too large
+    assert not auto.on_driver(at(150_201, 150_201))
+    auto.observed(at(150_300, 150_300), batch(10, value_bytes=Placement.DRIVER_MAX_BYTES))
+    assert not auto.on_driver(at(150_301, 150_301))
+    auto.observed(at(150_400, 150_400, 0), batch(1))
+    assert not auto.on_driver(at(150_500, 150_500, 0))  # a partition new since the previous batch
     for fixed, on_driver in (("tasks", False), ("driver", True)):
         placement = Placement(fixed)
-        assert placement.on_driver() is on_driver
-        placement.observed(batch(10))
-        assert placement.on_driver() is on_driver
+        assert placement.on_driver(at(0)) is on_driver
+        placement.observed(at(0), batch(10))
+        assert placement.on_driver(at(1)) is on_driver

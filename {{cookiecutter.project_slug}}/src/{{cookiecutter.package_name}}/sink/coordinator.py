@@ -91,21 +91,25 @@ class MarkersWentBack(InvariantBroken):
 class Published:
     """What commit_batch did for a batch: its log entry (committed), the records it published per
     topic (none for a batch found published before a crash), the seconds phase 2 took, where it
-    ran ("driver" or "tasks") and the seconds of phase 1 (the batch's execution: kafka_sink.py)."""
+    ran ("driver" or "tasks"), and the seconds before it (kafka_sink.py): building the batch's
+    plan, and phase 1 (the batch's execution)."""
 
     entry: LogEntry
     records_per_topic: dict[str, int]
     seconds: float
     published_from: str = "driver"
+    plan_seconds: float = 0.0  # the sink's Python building the batch's plan (py4j calls), before phase 1
     phase1_seconds: float = 0.0
 
 
 def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedRecords | pa.Table, batch_id: int,
-                 pool: ProducerPool, stopping: threading.Event | None = None) -> Published | None:
+                 pool: ProducerPool, stopping: threading.Event | None = None,
+                 source_offsets: SourceOffsets | None = None) -> Published | None:
     """`records`: the batch on the driver (batch_records.py; an Arrow table is taken as it is) or
     on the executors (distributed_records.py), which decides where steps 3 and 4 run.
     `pool`: the sink's producers. `stopping`: set when the job stops; a wait for another
-    producer's transaction then gives up. None for a batch without records."""
+    producer's transaction then gives up. `source_offsets`: the batch's `offsets/N`, if the caller
+    read it already. None for a batch without records."""
     faults.maybe_crash(faults.BATCH_COMPUTED, batch_id)
     if isinstance(records, pa.Table):
         records = InlineRecords.of(records, settings.shards)
@@ -124,7 +128,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedReco
 
         # Step 1. Recovery: what the log, the markers and the checkpoint say; `decide` says what to do.
         figures = BatchFigures(tuple(records.rows_per_shard), tuple(f"{d:016x}" for d in records.digests),
-                               SourceOffsets.of_batch(settings.checkpoint, batch_id))
+                               source_offsets or SourceOffsets.of_batch(settings.checkpoint, batch_id))
         recovered = pool.recovered(settings)
         previous, before = log_.read(batch_id), log_.latest_before(batch_id)
         decision = decide(batch_id, figures, previous, before, recovered)

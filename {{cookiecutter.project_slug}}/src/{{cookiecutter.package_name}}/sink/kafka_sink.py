@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..failures import JobFailure, Outcome
+from ..storage.checkpoint import SourceOffsets
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
 from .batch_records import DIGEST, SHARD, CombinedRecords, InlineRecords, result_too_large
@@ -110,6 +111,7 @@ class KafkaSink:
         if self.stopping is not None and self.stopping.is_set():
             # Ends the query with this batch planned, not published: the next start runs it.
             raise StoppingBeforeBatch(f"batch {batch_id} not started: the job is stopping")
+        started = time.monotonic()
         records = self.encode(output, batch_id)
         if self.guarantee == AT_LEAST_ONCE:
             produce = produce_task(self.settings, batch_id)
@@ -121,14 +123,18 @@ class KafkaSink:
             for point in faults.POINTS[:-1]:
                 faults.maybe_crash(point, batch_id)
         else:
+            offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id)
+            keyed = for_commit(records, self.settings.shards)
+            planned = time.monotonic()
             # Phase 1: the batch's one execution; its records on the driver or on the executors.
-            started = time.monotonic()
-            batch = self._compute(output.sparkSession, for_commit(records, self.settings.shards), batch_id)
-            phase1_seconds = time.monotonic() - started
+            batch = self._compute(output.sparkSession, keyed, batch_id, offsets)
+            computed = time.monotonic()
             try:
                 # Phase 2, once every task of the batch succeeded.
-                if (published := commit_batch(self.settings, batch, batch_id, self.pool, self.stopping)) is not None:
-                    self._published[batch_id] = dataclasses.replace(published, phase1_seconds=phase1_seconds)
+                if (published := commit_batch(self.settings, batch, batch_id, self.pool, self.stopping,
+                                              offsets)) is not None:
+                    self._published[batch_id] = dataclasses.replace(
+                        published, plan_seconds=planned - started, phase1_seconds=computed - planned)
                     while len(self._published) > self.BATCHES_REMEMBERED:
                         self._published.popitem(last=False)
             finally:
@@ -136,19 +142,19 @@ class KafkaSink:
                     batch.release()
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
 
-    def _compute(self, spark: SparkSession, records: DataFrame, batch_id: int
+    def _compute(self, spark: SparkSession, records: DataFrame, batch_id: int, offsets: SourceOffsets
                  ) -> InlineRecords | CombinedRecords | DistributedRecords:
         """The batch's records, and those its references name: on the driver where Placement says
         so and they fit in spark.driver.maxResultSize, else on the executors."""
-        if self.placement.on_driver():
+        if self.placement.on_driver(offsets):
             inline = self._collect(records, batch_id, "output")
             if inline is not None and not inline.references:
-                return self.placement.observed(inline)
+                return self.placement.observed(offsets, inline)
             if inline is not None:
                 read_back = self._collect(for_commit(self._read_back(spark, inline.references, batch_id),
                                                      self.settings.shards), batch_id, "read-back")
                 if read_back is not None:
-                    return self.placement.observed(CombinedRecords([inline, read_back]))
+                    return self.placement.observed(offsets, CombinedRecords([inline, read_back]))
         if self._routes is None:
             self._routes = shard_routes(spark, self.settings.shards)
         distributed = distribute(records, self.settings.shards, self._routes)
@@ -160,7 +166,7 @@ class KafkaSink:
                 distributed = distribute(published.unionByName(more), self.settings.shards, self._routes)
             finally:
                 first.release()
-        return self.placement.observed(distributed)
+        return self.placement.observed(offsets, distributed)
 
     def _collect(self, records: DataFrame, batch_id: int, part: str) -> InlineRecords | None:
         """The records on the driver, or None past spark.driver.maxResultSize (Spark then
@@ -184,24 +190,37 @@ _Batch = TypeVar("_Batch", InlineRecords, CombinedRecords, DistributedRecords)
 
 
 class Placement:
-    """Where phase 2 publishes the next batch from (publish_from): with "auto", from the driver
-    when the previous batch was small (at most DRIVER_MAX_ROWS records and DRIVER_MAX_BYTES of
-    keys and values), from Spark tasks otherwise, and for the first batch after a start (a
-    backlog is likeliest then)."""
+    """Where phase 2 publishes a batch from (publish_from). With "auto": from the driver when the
+    batch is expected small, its predicted records at most DRIVER_MAX_ROWS and DRIVER_MAX_BYTES;
+    from Spark tasks otherwise, and for the first batch after a start (a backlog is likeliest
+    then). The prediction: the batch's input records (its `offsets/N` against the previous
+    batch's) times the previous batch's records per input record, and at least the previous
+    batch's records: a backlog after a quiet spell goes to the tasks from its first batch, and a
+    few keys counted over many events stay on the driver."""
 
     DRIVER_MAX_ROWS = 32_768
     DRIVER_MAX_BYTES = 8 << 20
 
     def __init__(self, publish_from: str) -> None:
         self.publish_from = publish_from
-        self._last_small = False
+        self._offsets: SourceOffsets | None = None  # the previous batch's
+        self._last: tuple[int, int, int] | None = None  # its input records, records and bytes
 
-    def on_driver(self) -> bool:
-        return self.publish_from == "driver" or (self.publish_from == "auto" and self._last_small)
+    def on_driver(self, offsets: SourceOffsets) -> bool:
+        if self.publish_from != "auto":
+            return self.publish_from == "driver"
+        span = None if self._offsets is None else offsets.records_since(self._offsets)
+        if span is None or self._last is None:
+            return False
+        inputs, rows, size = self._last
+        per_input = (rows / inputs, size / inputs) if inputs else (0.0, 0.0)
+        return (max(rows, span * per_input[0]) <= self.DRIVER_MAX_ROWS
+                and max(size, span * per_input[1]) <= self.DRIVER_MAX_BYTES)
 
-    def observed(self, batch: _Batch) -> _Batch:
-        rows, size = sum(batch.rows_per_shard), batch.size_bytes
-        self._last_small = rows <= self.DRIVER_MAX_ROWS and size <= self.DRIVER_MAX_BYTES
+    def observed(self, offsets: SourceOffsets, batch: _Batch) -> _Batch:
+        span = None if self._offsets is None else offsets.records_since(self._offsets)
+        self._last = None if span is None else (span, sum(batch.rows_per_shard), batch.size_bytes)
+        self._offsets = offsets
         return batch
 
 

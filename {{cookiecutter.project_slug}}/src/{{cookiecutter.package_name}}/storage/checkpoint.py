@@ -98,6 +98,23 @@ class SourceOffsets:
         """Where the batch ends in `topic`: {"<partition>": next offset to read}; {} if no source reads it."""
         return next((dict(source[topic]) for source in self.kafka if source is not None and topic in source), {})
 
+    def records_since(self, earlier: SourceOffsets) -> int | None:
+        """How many offsets lie between `earlier` and these, over every partition of every Kafka
+        source (a batch's input records, transaction markers included); None where it cannot be
+        told (another kind of source, a partition new since, no offsets)."""
+        if not self.kafka or len(self.kafka) != len(earlier.kafka):
+            return None
+        total = 0
+        for before, now in zip(earlier.kafka, self.kafka, strict=True):
+            if before is None or now is None:
+                return None
+            for topic, partitions in now.items():
+                for partition, offset in partitions.items():
+                    if partition not in before.get(topic, {}):
+                        return None
+                    total += max(0, offset - before[topic][partition])
+        return total
+
     def going_back_from(self, earlier: SourceOffsets) -> list[str]:
         """Per Kafka source, each partition whose offset is lower here than in `earlier`, or
         missing here. Sources of other kinds are not compared."""
