@@ -167,9 +167,10 @@ def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_fro
 
     limit = Placement.DRIVER_MAX_ROWS
     auto = Placement("auto")
-    assert not auto.on_driver(at(100, 100))  # the first batch: nothing to predict from
+    auto.previous_offsets = at(0, 0)  # where the batch before this run's first ended (offsets/N-1)
+    assert not auto.on_driver(at(100, 100))  # the first batch: no records per input to predict from
     auto.observed(at(100, 100), batch(8))
-    assert not auto.on_driver(at(200, 200))  # the second: its predecessor's input is not known either
+    assert auto.on_driver(at(200, 200))  # 200 inputs, 8 records per 200 inputs
     auto.observed(at(200, 200), batch(200))  # 200 inputs gave 200 records
     assert auto.on_driver(at(300, 300))  # 200 inputs now: about 200 records
     assert not auto.on_driver(at(200 + limit, 200 + limit))  # a backlog arrives: 2 × limit inputs

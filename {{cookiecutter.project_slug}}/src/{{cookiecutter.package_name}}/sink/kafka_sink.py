@@ -124,6 +124,8 @@ class KafkaSink:
                 faults.maybe_crash(point, batch_id)
         else:
             offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id)
+            if self.placement.previous_offsets is None:  # the first batch of this run: where the one before ended
+                self.placement.previous_offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id - 1)
             keyed = for_commit(records, self.settings.shards)
             planned = time.monotonic()
             # Phase 1: the batch's one execution; its records on the driver or on the executors.
@@ -192,8 +194,8 @@ _Batch = TypeVar("_Batch", InlineRecords, CombinedRecords, DistributedRecords)
 class Placement:
     """Where phase 2 publishes a batch from (publish_from). With "auto": from the driver when the
     batch is expected small, its predicted records at most DRIVER_MAX_ROWS and DRIVER_MAX_BYTES;
-    from Spark tasks otherwise, and for the first batch after a start (a backlog is likeliest
-    then). The prediction: the batch's input records (its `offsets/N` against the previous
+    from Spark tasks otherwise, and for the first batch after a start (nothing to predict from;
+    a backlog is likeliest then). The prediction: the batch's input records (its `offsets/N` against the previous
     batch's) times the previous batch's records per input record, and at least the previous
     batch's records: a backlog after a quiet spell goes to the tasks from its first batch, and a
     few keys counted over many events stay on the driver."""
@@ -203,13 +205,13 @@ class Placement:
 
     def __init__(self, publish_from: str) -> None:
         self.publish_from = publish_from
-        self._offsets: SourceOffsets | None = None  # the previous batch's
+        self.previous_offsets: SourceOffsets | None = None  # where the previous batch ended
         self._last: tuple[int, int, int] | None = None  # its input records, records and bytes
 
     def on_driver(self, offsets: SourceOffsets) -> bool:
         if self.publish_from != "auto":
             return self.publish_from == "driver"
-        span = None if self._offsets is None else offsets.records_since(self._offsets)
+        span = None if self.previous_offsets is None else offsets.records_since(self.previous_offsets)
         if span is None or self._last is None:
             return False
         inputs, rows, size = self._last
@@ -218,9 +220,9 @@ class Placement:
                 and max(size, span * per_input[1]) <= self.DRIVER_MAX_BYTES)
 
     def observed(self, offsets: SourceOffsets, batch: _Batch) -> _Batch:
-        span = None if self._offsets is None else offsets.records_since(self._offsets)
+        span = None if self.previous_offsets is None else offsets.records_since(self.previous_offsets)
         self._last = None if span is None else (span, sum(batch.rows_per_shard), batch.size_bytes)
-        self._offsets = offsets
+        self.previous_offsets = offsets
         return batch
 
 
