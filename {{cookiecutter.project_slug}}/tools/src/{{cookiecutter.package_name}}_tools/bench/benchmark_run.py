@@ -70,6 +70,7 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tupl
                          "eps": (result.get("throughput") or {}).get("eps"), "error": result.get("error"),
                          "driver_cpu_s_per_million_records":
                              (result.get("throughput") or {}).get("driver_cpu_s_per_million_records"),
+                         "sink_stages": ((result.get("profile") or {}).get("sink_stages")),
                          "peak_memory_mb": result.get("peak_memory_mb")})
     return rows
 

@@ -27,7 +27,7 @@ from {{ cookiecutter.package_name }}.config import JobConfig
 
 from ..kafka_io import create_topics, delete_topics
 from .contender_process import Contender
-from .profile import progress_profile, read_progress, sink_log_profile
+from .profile import progress_profile, read_progress, sink_log_profile, sink_stages_profile
 from .stats import contender_result, distribution, events_per_second, output_latencies
 from .workload import (
     EventStream,
@@ -271,6 +271,8 @@ class Run:
         profile = {"spark_progress": progress_profile(batches)}
         if self.name == "eos":
             profile["sink_log"] = sink_log_profile(self.checkpoint, self.sink_id)
+            logs = sorted(self.workdir.glob("eos-*.log"))
+            profile["sink_stages"] = sink_stages_profile("".join(path.read_text(errors="replace") for path in logs))
         return profile
 
 

@@ -101,14 +101,21 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
     rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"),
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka"))), 2),
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], smallest[r["dimension"]], r["contender"]))), 2),
-             r.get("driver_cpu_s_per_million_records"), *_memory(r.get("peak_memory_mb")), r.get("error") or ""]
+             r.get("driver_cpu_s_per_million_records"), _stages(r.get("sink_stages")),
+             *_memory(r.get("peak_memory_mb")), r.get("error") or ""]
             for r in runs]
     return ["", "## Scaling (throughput draining the backlog)", "",
             "× spark_kafka: against Spark's built-in contender at the same value; × smallest: against the "
             "same contender at the dimension's smallest value.", "",
             *_table(["dimension", "value", "contender", "events/s", "× spark_kafka", "× smallest",
-                     "driver CPU s per M output records", "peak driver MB (python+JVM)", "python workers MB",
-                     "error"], rows)]
+                     "driver CPU s per M output records", "sink ms p50: plan / phase 1 / phase 2 (where)",
+                     "peak driver MB (python+JVM)", "python workers MB", "error"], rows)]
+
+
+def _stages(stages: dict[str, dict[str, float]] | None) -> str:
+    """The sink's stages per place phase 2 ran, e.g. "40 / 3,100 / 1,200 (tasks, 2 batches)"."""
+    return "; ".join(f"{s['plan_ms_p50']:,.0f} / {s['phase1_ms_p50']:,.0f} / {s['phase2_ms_p50']:,.0f} "
+                     f"({place}, {s['batches']} batches)" for place, s in sorted((stages or {}).items()))
 
 
 def _memory(peak: dict[str, float] | None) -> list[float | None]:
