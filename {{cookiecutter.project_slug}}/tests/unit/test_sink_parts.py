@@ -148,10 +148,9 @@ def test_the_executors_figures_of_a_batch_are_the_drivers_and_partition_s_holds_
 
 def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_from_tasks():
     """publish_from = "auto": a batch's records are predicted from its input (offsets/N against
-    the previous batch's) times the previous batch's records per input record, and at least the
-    previous batch's records; predicted within DRIVER_MAX_ROWS and DRIVER_MAX_BYTES, the driver
-    publishes it. The first batch after a start goes to the tasks. "tasks" and "driver" do not
-    look at the batches."""
+    the previous batch's) times the previous batch's records per input record (one, for a run's
+    first batch), and at least the previous batch's records; predicted within DRIVER_MAX_ROWS and
+    DRIVER_MAX_BYTES, the driver publishes it. "tasks" and "driver" do not look at the batches."""
     import pyarrow as pa
 
     from {{ cookiecutter.package_name }}.sink.batch_records import InlineRecords
@@ -167,8 +166,10 @@ def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_fro
 
     limit = Placement.DRIVER_MAX_ROWS
     auto = Placement("auto")
+    assert not auto.on_driver(at(100, 100))  # where the batch before began is not known
     auto.previous_offsets = at(0, 0)  # where the batch before this run's first ended (offsets/N-1)
-    assert not auto.on_driver(at(100, 100))  # the first batch: no records per input to predict from
+    assert not auto.on_driver(at(limit, 1))  # the first batch of a run: one record per input, too many
+    assert auto.on_driver(at(100, 100))
     auto.observed(at(100, 100), batch(8))
     assert auto.on_driver(at(200, 200))  # 200 inputs, 8 records per 200 inputs
     auto.observed(at(200, 200), batch(200))  # 200 inputs gave 200 records
@@ -180,8 +181,9 @@ def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_fro
     assert not auto.on_driver(at(150_201, 150_201))
     auto.observed(at(150_300, 150_300), batch(10, value_bytes=Placement.DRIVER_MAX_BYTES))
     assert not auto.on_driver(at(150_301, 150_301))
+    assert not auto.on_driver(at(150_400, 150_400, 0))  # a partition new since the previous batch
     auto.observed(at(150_400, 150_400, 0), batch(1))
-    assert not auto.on_driver(at(150_500, 150_500, 0))  # a partition new since the previous batch
+    assert auto.on_driver(at(150_500, 150_500, 0))  # its input is known again: one record per input
     for fixed, on_driver in (("tasks", False), ("driver", True)):
         placement = Placement(fixed)
         assert placement.on_driver(at(0)) is on_driver

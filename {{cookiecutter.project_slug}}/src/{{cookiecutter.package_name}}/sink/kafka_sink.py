@@ -125,7 +125,9 @@ class KafkaSink:
         else:
             offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id)
             if self.placement.previous_offsets is None:  # the first batch of this run: where the one before ended
-                self.placement.previous_offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id - 1)
+                checkpoint = self.settings.checkpoint
+                self.placement.previous_offsets = (SourceOffsets.of_batch(checkpoint, batch_id - 1) if batch_id
+                                                   else SourceOffsets.initial(checkpoint))
             keyed = for_commit(records, self.settings.shards)
             planned = time.monotonic()
             # Phase 1: the batch's one execution; its records on the driver or on the executors.
@@ -194,11 +196,11 @@ _Batch = TypeVar("_Batch", InlineRecords, CombinedRecords, DistributedRecords)
 class Placement:
     """Where phase 2 publishes a batch from (publish_from). With "auto": from the driver when the
     batch is expected small, its predicted records at most DRIVER_MAX_ROWS and DRIVER_MAX_BYTES;
-    from Spark tasks otherwise, and for the first batch after a start (nothing to predict from;
-    a backlog is likeliest then). The prediction: the batch's input records (its `offsets/N` against the previous
-    batch's) times the previous batch's records per input record, and at least the previous
-    batch's records: a backlog after a quiet spell goes to the tasks from its first batch, and a
-    few keys counted over many events stay on the driver."""
+    from Spark tasks otherwise. The prediction: the batch's input records (its `offsets/N`
+    against the previous batch's) times the previous batch's records per input record (one, for
+    the first batch of a run), and at least the previous batch's records: a backlog after a quiet
+    spell goes to the tasks from its first batch, and a few keys counted over many events stay on
+    the driver. A batch whose input cannot be told (another kind of source) goes to the tasks."""
 
     DRIVER_MAX_ROWS = 32_768
     DRIVER_MAX_BYTES = 8 << 20
@@ -212,8 +214,10 @@ class Placement:
         if self.publish_from != "auto":
             return self.publish_from == "driver"
         span = None if self.previous_offsets is None else offsets.records_since(self.previous_offsets)
-        if span is None or self._last is None:
+        if span is None:
             return False
+        if self._last is None:  # no records per input known yet: one each, as a query without aggregation
+            return span <= self.DRIVER_MAX_ROWS
         inputs, rows, size = self._last
         per_input = (rows / inputs, size / inputs) if inputs else (0.0, 0.0)
         return (max(rows, span * per_input[0]) <= self.DRIVER_MAX_ROWS

@@ -82,6 +82,16 @@ class SourceOffsets:
         return cls(tuple(json.loads(line) for line in lines[2:] if line.strip() and line.strip() != "-"))
 
     @classmethod
+    def initial(cls, location: str) -> SourceOffsets:
+        """Where the checkpoint's first batch starts: its Kafka source's resolved `startingOffsets`
+        (`sources/0/0`: a zero byte, a version line, the JSON); none without it."""
+        fs, base = filesystem(location)
+        path = f"{base}/sources/0/0"
+        if not exists(fs, path):
+            return cls()
+        return cls((json.loads(read_bytes(fs, path).decode().lstrip("\x00").split("\n", 1)[1]),))
+
+    @classmethod
     def from_json(cls, value: dict[str, Any]) -> SourceOffsets:
         """As the sink log entry keeps them: {"sources": [...]}."""
         return cls(tuple(value["sources"]))
@@ -140,13 +150,7 @@ def input_offsets(location: str, batch_id: int, topic: str) -> dict[str, int]:
 def initial_offsets(location: str, topic: str) -> dict[str, int]:
     """Where the checkpoint's first batch starts in `topic`: the offsets Spark's Kafka source
     resolved `startingOffsets` to (`sources/0/0`: a zero byte, a version line, the JSON)."""
-    fs, base = filesystem(location)
-    path = f"{base}/sources/0/0"
-    if not exists(fs, path):
-        return {}
-    text = read_bytes(fs, path).decode().lstrip("\x00")
-    offsets = json.loads(text.split("\n", 1)[1]).get(topic, {})
-    return {str(partition): int(offset) for partition, offset in offsets.items()}
+    return SourceOffsets.initial(location).topic(topic)
 
 
 def batch_range(location: str, batch_id: int, topic: str) -> tuple[dict[str, int], dict[str, int]]:
