@@ -266,7 +266,7 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
                                      in zip(records.rows_per_shard, records.digests, strict=True)),
                                source_offsets, faults.DriverFaults.of_driver())
     try:
-        rows = records.frame.mapInArrow(tasks.publish_task(order), tasks.RESULT_DDL).collect()
+        rows = records.by_shard().mapInArrow(tasks.publish_task(order), tasks.RESULT_DDL).collect()
     except (Py4JJavaError, CapturedException) as error:  # a task that could not answer: its worker or executor died
         java = getattr(error, "java_exception", None)
         message = (str(java.getMessage()) if java is not None else str(error)).strip().splitlines()[0][:500]

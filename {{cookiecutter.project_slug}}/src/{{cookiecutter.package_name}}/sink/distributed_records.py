@@ -1,10 +1,13 @@
 """Phase 1 for a batch published by Spark tasks: the batch's records stay on the executors,
-one Spark partition per commit shard, cached; the driver receives only each shard's figures
-(rows and digest), never a record.
+cached as the query computed them; the driver receives only each shard's figures (rows and
+digest), never a record.
 
-    records ─ for_commit ─ repartition by shard (partition s holds shard s) ─ persist
+    records (partitioned as the query left them) ─ persist
       job 1: per shard, count and digest (the state stage runs here, once, and fills the cache)
-      job 2: publishing_tasks.py, one task per partition, reading the cache
+      job 2: publishing_tasks.py: task s publishes shard s's records, read from the cache
+
+With one commit shard no shuffle moves the records: the publishing task reads the cached batch
+(`by_shard`); with several, a shuffle puts shard s's records in task s's partition.
 
 Why cached on the executors, not staged under the checkpoint: staging costs a write and two
 reads of the whole batch through storage, and Python on the executors would need their own
@@ -23,15 +26,13 @@ from pyspark.sql import functions as F
 
 from .batch_records import DIGEST, SHARD
 
-# The column a batch's records are repartitioned by: a value whose Spark hash puts shard s in partition s.
-_ROUTE = "_commit_shard_route"
 _MASK = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
 class DistributedRecords:
-    """A batch's records on the executors: `frame` has partition s = shard s's records (columns
-    topic, key, value, record_digest, commit_shard), cached until `release`."""
+    """A batch's records on the executors: `frame` (columns topic, key, value, record_digest,
+    commit_shard), cached until `release`."""
 
     frame: DataFrame
     rows_per_shard: list[int]
@@ -39,16 +40,27 @@ class DistributedRecords:
     size_bytes: int  # of the records' topics, keys and values
     references: list[bytes] = field(default_factory=list)
 
+    def by_shard(self) -> DataFrame:
+        """The published records, partition s holding shard s's. One shard: the cached batch read
+        by one task, no shuffle. Several: shuffled by a value whose hash partitioning puts shard
+        s in partition s (shard_routes); a union of one filtered scan per shard would avoid the
+        shuffle, but Spark unions single-partition children partition by partition, into one."""
+        published = self.frame.where(F.col("topic").isNotNull())
+        shards = len(self.rows_per_shard)
+        if shards == 1:
+            return published.coalesce(1)
+        routes = shard_routes(self.frame.sparkSession, shards)
+        return published.repartition(shards, F.element_at(F.array(*(F.lit(r) for r in routes)), F.col(SHARD) + 1))
+
     def release(self) -> None:
         self.frame.unpersist(blocking=False)
 
 
-def distribute(records: DataFrame, shards: int, routes: list[int]) -> DistributedRecords:
-    """Route `records` (with SHARD and DIGEST: kafka_sink.for_commit) to one partition per shard,
-    cache them, and compute each shard's figures: rows and digest of the records with a topic,
-    and the keys of the references (records without one, few: a batch's dead-letter partitions)."""
-    route = F.element_at(F.array(*(F.lit(r) for r in routes)), F.col(SHARD) + 1)
-    frame = records.repartition(shards, route.alias(_ROUTE)).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+def distribute(records: DataFrame, shards: int) -> DistributedRecords:
+    """Cache `records` (with SHARD and DIGEST: kafka_sink.for_commit) on the executors and compute
+    each shard's figures: rows and digest of the records with a topic, and the keys of the
+    references (records without one, few: a batch's dead-letter partitions)."""
+    frame = records.persist(StorageLevel.MEMORY_AND_DISK_DESER)
     try:
         rows, digests, size, has_references = figures(frame, shards)
         references = [row[0] for row in frame.where(F.col("topic").isNull()).select("key").collect()] \
@@ -84,15 +96,21 @@ def figures(frame: DataFrame, shards: int) -> tuple[list[int], list[int], int, b
     return rows, digests, size, references
 
 
+_routes: dict[int, list[int]] = {}
+
+
 def shard_routes(spark: SparkSession, shards: int) -> list[int]:
     """For each shard s, a value that Spark's hash partitioning into `shards` partitions puts in
     partition s (pmod(hash(value), shards), as HashPartitioning does), so that task s of the
-    publishing job holds exactly shard s. Computed by Spark itself, on a local relation (no job)."""
-    candidates = spark.createDataFrame([(value,) for value in range(64 * shards)], "value INT")
-    placed = candidates.select("value", F.pmod(F.hash("value"), F.lit(shards)).alias("partition")).collect()
-    routes: dict[int, int] = {}
-    for value, partition in placed:
-        routes.setdefault(partition, value)
-    if len(routes) != shards:  # not with 64 candidates per partition, but never silently
-        raise RuntimeError(f"no value hashes to partitions {sorted(set(range(shards)) - set(routes))} of {shards}")
-    return [routes[shard] for shard in range(shards)]
+    publishing job holds exactly shard s. Computed by Spark itself, on a local relation (no job),
+    once per number of shards."""
+    if shards not in _routes:
+        candidates = spark.createDataFrame([(value,) for value in range(64 * shards)], "value INT")
+        placed = candidates.select("value", F.pmod(F.hash("value"), F.lit(shards)).alias("partition")).collect()
+        routes: dict[int, int] = {}
+        for value, partition in placed:
+            routes.setdefault(partition, value)
+        if len(routes) != shards:  # not with 64 candidates per partition, but never silently
+            raise RuntimeError(f"no value hashes to partitions {sorted(set(range(shards)) - set(routes))} of {shards}")
+        _routes[shards] = [routes[shard] for shard in range(shards)]
+    return _routes[shards]

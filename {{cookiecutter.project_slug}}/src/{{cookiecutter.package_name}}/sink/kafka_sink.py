@@ -4,8 +4,8 @@ records (`topic STRING, key BINARY, value BINARY`); `delivery.guarantee` chooses
 - exactly-once: phase 1 is the batch's one execution. Then phase 2 publishes the records in one
   Kafka transaction per commit shard (coordinator.py), from one of two places:
   - Spark tasks (publishing_tasks.py), one per shard: the records stay on the executors, cached
-    one partition per shard (distributed_records.py), and the driver receives each shard's
-    figures, never a record; the publishing grows with the cluster;
+    (distributed_records.py), and the driver receives each shard's figures, never a record; the
+    publishing grows with the cluster;
   - the driver, for a small batch: Spark hands it the records as Arrow (`toArrow`, JVM to driver,
     no Python worker) and the driver's producers, kept from batch to batch, publish them. A
     small batch is then spared a second Spark job and the start of a producer per shard.
@@ -44,7 +44,7 @@ from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
 from .batch_records import DIGEST, SHARD, CombinedRecords, InlineRecords, result_too_large
 from .coordinator import Published, commit_batch
-from .distributed_records import DistributedRecords, distribute, shard_routes
+from .distributed_records import DistributedRecords, distribute
 from .producers import ProducerPool
 from .settings import SinkSettings
 
@@ -84,7 +84,6 @@ class KafkaSink:
         self.stopping = stopping  # set by the runner: the job stops, no new batch starts publishing
         self.pool = ProducerPool()
         self.placement = Placement(settings.publish_from)
-        self._routes: list[int] | None = None  # per shard, what puts it in its own partition (shard_routes)
         self._published: OrderedDict[int, Published] = OrderedDict()
         self._failure: BaseException | None = None
 
@@ -159,15 +158,13 @@ class KafkaSink:
                                                      self.settings.shards), batch_id, "read-back")
                 if read_back is not None:
                     return self.placement.observed(offsets, CombinedRecords([inline, read_back]))
-        if self._routes is None:
-            self._routes = shard_routes(spark, self.settings.shards)
-        distributed = distribute(records, self.settings.shards, self._routes)
+        distributed = distribute(records, self.settings.shards)
         if distributed.references:
             more = for_commit(self._read_back(spark, distributed.references, batch_id), self.settings.shards)
             first = distributed
             published = first.frame.where(F.col("topic").isNotNull()).select(*more.columns)
             try:  # the first part stays cached until the whole batch is
-                distributed = distribute(published.unionByName(more), self.settings.shards, self._routes)
+                distributed = distribute(published.unionByName(more), self.settings.shards)
             finally:
                 first.release()
         return self.placement.observed(offsets, distributed)
