@@ -151,6 +151,7 @@ def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypa
 
 @pytest.mark.parametrize(("failure", "outcome", "raised", "judged"), [
     ("ProducerFenced", "fenced", shard_transaction.CommitFailed, Outcome.RETRY),  # maybe a copy of itself: retried
+    ("CommitFailed", "fenced", shard_transaction.CommitFailed, Outcome.RETRY),  # Kafka's fenced code, met elsewhere
     ("RecordRejected", "stop", shard_transaction.RecordRejected, Outcome.STOP),
     ("RecomputedDifferently", "retry", shard_transaction.RecomputedDifferently, Outcome.RETRY),
     ("KafkaFatal", "halt", shard_transaction.KafkaFatal, Outcome.HALT),

@@ -174,7 +174,7 @@ def as_failure(result: ShardResult) -> JobFailure:
     (a speculative copy), so it fails the batch (RETRY), it does not stop the job: a second job on
     this sink's ids is what the markers catch (they go ahead of the checkpoint, or back)."""
     outcome = Outcome(result.outcome)
-    if result.failure == ProducerFenced.__name__:
+    if outcome is Outcome.FENCED:  # by class (ProducerFenced) or by Kafka's code, wherever it was met
         return CommitFailed(f"shard {result.shard}'s publishing task was fenced: {result.message}")
     cls = _FAILURES.get(result.failure)
     if cls is None or cls is CommitFailed:
