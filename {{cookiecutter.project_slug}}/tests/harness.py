@@ -10,7 +10,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -236,22 +236,26 @@ PUBLISHED_BEFORE_THE_CRASH = frozenset({faults.AFTER_KAFKA_COMMIT, faults.AFTER_
 RECORDS_PER_BATCH = 1000
 
 
-def crash_at_each_point(job: JobUnderTest, points: tuple[str, ...], seed: int, **options: str
+def crash_at_each_point(job: JobUnderTest, points: Sequence[str | tuple[str, str]], seed: int, **options: str
                         ) -> tuple[Verdict, list[Crash]]:
     """One checkpoint through a crash at each point in turn: run k is killed at points[k] in batch
     2k+1; its restart runs the crashed batch again, one clean batch, and meets the next point; a
     last run drains the input. One start per point plus one (not two per point, as a fresh job
     per point would take), and the verdict still checks every batch: the crashed ones, their
-    re-runs and the clean ones between them."""
+    re-runs and the clean ones between them. A point given as (point, place) runs that run with
+    `publish_from = place`, and checks that phase 2 ran there."""
     batches = 2 * len(points) + 1
     sample = produce_sample(job, count=RECORDS_PER_BATCH * batches, seed=seed, partitions=4)
     options = {"max_offsets_per_trigger": str(RECORDS_PER_BATCH), **options}
     crashes = []
-    for k, point in enumerate(points):
+    for k, given in enumerate(points):
+        point, place = (given, None) if isinstance(given, str) else given
         batch = 2 * k + 1
         fired_before = len(job.fired_faults())
-        crashed = job.run(fault=point, fault_batch=batch, **options)
+        crashed = job.run(fault=point, fault_batch=batch, **options, **({"publish_from": place} if place else {}))
         assert crashed.returncode == -signal.SIGKILL, f"{point} did not kill the job:\n{crashed.stdout[-3000:]}"
+        if place:  # the batch before the crashed one says where phase 2 ran
+            assert f"published from {place}" in crashed.stdout, crashed.stdout[-3000:]
         # Both sink tasks of the batch may reach the point before the SIGKILL lands: same line, twice.
         assert set(job.fired_faults()[fired_before:]) == {f"fault injection: SIGKILL at {point} in batch {batch}"}
         # Before the Kafka commit the crashed batch's transaction is left open: nothing to wait for.
