@@ -203,12 +203,19 @@ def check_markers_not_ahead(settings: SinkSettings, batch_id: int, decision: Dec
     if decision.action is not Action.CHECKPOINT_BEHIND_OUTPUT:
         return
     marker = recovered[decision.shards[0]]
-    raise CheckpointBehindOutput(
+    raise checkpoint_behind_output(settings, batch_id, marker.batch_id, marker.shard, "Nothing was published.")
+
+
+def checkpoint_behind_output(settings: SinkSettings, batch_id: int, marker_batch: int, shard: int,
+                             published: str) -> CheckpointBehindOutput:
+    """The refusal of a marker ahead of batch N (at N: from other source offsets), read by the
+    coordinator or by a publishing task; `published` says what was published of the batch."""
+    return CheckpointBehindOutput(
         f"batch {batch_id} is planned by {settings.checkpoint}, but "
-        f"sink {settings.sink_id!r} already published batch {marker.batch_id}"
-        f"{' from other source offsets' if marker.batch_id == batch_id else ''} (shard {marker.shard}'s marker in "
+        f"sink {settings.sink_id!r} already published batch {marker_batch}"
+        f"{' from other source offsets' if marker_batch == batch_id else ''} (shard {shard}'s marker in "
         f"{settings.marker_topic!r}): the checkpoint is older than the output (restored from a copy, or a second "
-        "checkpoint under the same sink_id). Nothing was published. Put back the checkpoint the job last ran "
+        f"checkpoint under the same sink_id). {published} Put back the checkpoint the job last ran "
         "with, or start afresh with a new sink_id and a new checkpoint_location.")
 
 
@@ -279,12 +286,8 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
         if result is None:
             raise CommitFailed(f"batch {batch_id}: the publishing job returned nothing for shard {shard}")
         if result.status == tasks.AHEAD:
-            raise CheckpointBehindOutput(
-                f"batch {batch_id} is planned by {settings.checkpoint}, but sink {settings.sink_id!r} already "
-                f"published batch {result.marker_batch} (shard {shard}'s marker in {settings.marker_topic!r}, read "
-                "by its publishing task): the checkpoint is older than the output. Nothing more was published. Put "
-                "back the checkpoint the job last ran with, or start afresh with a new sink_id and a new "
-                "checkpoint_location.")
+            raise checkpoint_behind_output(settings, batch_id, result.marker_batch, shard,
+                                           f"Shard {shard}'s publishing task published nothing.")
         if result.status == tasks.FAILED:
             failed.append(result)
             continue

@@ -10,7 +10,7 @@ records (`topic STRING, key BINARY, value BINARY`); `delivery.guarantee` chooses
     no Python worker) and the driver's producers, kept from batch to batch, publish them. A
     small batch is then spared a second Spark job and the start of a producer per shard.
   `publish_from` chooses: "tasks", "driver" (unless the batch exceeds spark.driver.maxResultSize),
-  or "auto": the driver when the previous batch was small (Placement), tasks otherwise.
+  or "auto": the driver for a batch predicted small (Placement), tasks otherwise.
   Spark writes the batch's `commits/N` only after this returns.
 - at-least-once: each task produces straight to Kafka; a batch that Spark re-runs after a
   crash is published again (what Spark's built-in Kafka sink does).

@@ -101,7 +101,8 @@ class ProducerPool:
         """Every shard's state known (where not: its id fenced, its marker read), and no producer
         kept: the publishing tasks take the shards' transactional ids over, which fences the
         driver's producers (publishing_tasks.py)."""
-        self.shards_for(settings, stopping)
+        if any(key not in self._recovered for key in _keys(settings)) or self._starting is not None:
+            self.shards_for(settings, stopping)
         self.release()
 
     def _start_missing(self, settings: SinkSettings, stopping: threading.Event | None) -> list[_Key]:
