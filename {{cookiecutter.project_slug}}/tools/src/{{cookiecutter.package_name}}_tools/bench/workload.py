@@ -179,15 +179,27 @@ class OutputTail(threading.Thread):
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 50,
+            # A transaction of a million records turns visible at once: with librdkafka's default
+            # prefetch this consumer took ~5 s to read them (two partitions, one broker), which
+            # timed the tail, not the sink; Spark's sink, visible as it produces, hid the cost.
+            "queued.min.messages": 1_000_000,
+            "max.partition.fetch.bytes": 50 << 20,
         })
         try:
             metadata = consumer.list_topics(self.topic, timeout=30).topics[self.topic]
             consumer.assign([TopicPartition(self.topic, p, 0) for p in metadata.partitions])
+            # Records are stamped as they arrive and parsed once nothing more is queued: parsing
+            # as they come would stamp the last of a big transaction with this loop's own pace
+            # (~4 s for a million records), not with the time Kafka made them visible.
+            arrived: list[tuple[float, list]] = []
             while not self.halt.is_set():
-                messages = consumer.consume(10_000, timeout=0.05)
-                now = time.time()
+                messages = consumer.consume(10_000, timeout=0 if arrived else 0.05)
                 if messages:
-                    self._take(messages, now)
+                    arrived.append((time.time(), messages))
+                elif arrived:
+                    for now, batch in arrived:
+                        self._take(batch, now)
+                    arrived = []
         except Exception as error:  # noqa: BLE001 - reported with the results
             self.error = f"{type(error).__name__}: {error}"
         finally:
