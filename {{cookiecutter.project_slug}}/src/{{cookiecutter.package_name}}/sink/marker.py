@@ -188,6 +188,9 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
+        # The end of the partition is known only from an empty fetch, which the broker holds for
+        # fetch.wait.max.ms (librdkafka's default 500 ms: half a second of every read, measured).
+        "fetch.wait.max.ms": 10,
     })
     consumer = Consumer(config)
     # The same client reading uncommitted records sees the high watermark (librdkafka answers a

@@ -83,6 +83,7 @@ def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float, se
         "isolation.level": isolation,
         "enable.auto.commit": False,
         "enable.partition.eof": True,
+        "fetch.wait.max.ms": 10,  # the end of a partition is an empty fetch, held this long by the broker
     })
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
