@@ -12,7 +12,8 @@ from pathlib import Path
 # Option -> the paths it owns (removed when the answer is "no").
 OPTIONAL_PATHS = {
     "include_github_actions": (".github",),
-    "include_deployment": ("deploy", "tests/cluster"),  # the cluster tests submit through deploy/
+    # The cluster tests and the hand-over test of spark-submit.sh run deploy/ scripts.
+    "include_deployment": ("deploy", "tests/cluster", "tests/unit/test_spark_submit.py"),
 }
 ANSWERS_FILE = ".cookiecutter.json"
 

@@ -62,10 +62,11 @@ UNIT_TEST_CELLS = {
     "custom-names": CUSTOM,
 }
 WORKFLOW = ".github/workflows/ci.yml"
-DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/k8s/spark-application.yaml", "deploy/k8s/alerts.yaml",
+DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/resolve.py", "deploy/k8s/spark-application.yaml", "deploy/k8s/alerts.yaml",
                 "deploy/k8s/pod-monitor.yaml", "deploy/image/Dockerfile", "deploy/image/entrypoint.sh",
                 # the cluster tests submit through deploy/ and build its image
-                "tests/cluster/conftest.py", "tests/cluster/test_cluster.py", "tests/cluster/test_image.py"}
+                "tests/cluster/conftest.py", "tests/cluster/test_cluster.py", "tests/cluster/test_image.py",
+                "tests/unit/test_spark_submit.py"}
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Run the job through spark-submit: the same as `{{ cookiecutter.package_name }} run`, on any Spark master.
 #
-#   SPARK_MASTER=spark://host:7077 deploy/spark-submit.sh            # arguments default to: run
-#   SPARK_MASTER=yarn deploy/spark-submit.sh run --set trigger_interval_seconds=5
+#   deploy/spark-submit.sh                       # arguments default to: run; job.toml says the rest
+#   deploy/spark-submit.sh run --config prod.toml --set trigger_interval_seconds=5
+#   SPARK_MASTER=yarn deploy/spark-submit.sh     # the master for this submission (else spark_master)
 #   CHECKPOINT_LOCATION=s3a://bucket/counts SPARK_SUBMIT_ARGS="--executor-memory 2g" deploy/spark-submit.sh
 #   HADOOP_AWS_CLASSPATH=/opt/jars/hadoop-aws.jar:/opt/jars/bundle.jar ...   # S3A jars already on the nodes
+#
+# The master and the checkpoint are the job's own: `spark_master` and `checkpoint_location` as the
+# job file, the environment and the arguments resolve them (deploy/resolve.py). SPARK_MASTER and
+# CHECKPOINT_LOCATION, when set, override both for the submission and for the job alike; unset,
+# nothing here outranks the job file.
 #
 # Spark itself is the installed pyspark (pyproject.toml pins it); Kafka is read by Spark's own
 # connector, of the same Spark version, which spark-submit resolves with --packages (through the
@@ -19,16 +25,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-SPARK_MASTER=${SPARK_MASTER:-local[2]}
 SPARK_HOME=${SPARK_HOME:-$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}
 CONF_DIR=src/{{ cookiecutter.package_name }}/conf
 PACKAGES=$(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR; print(KAFKA_CONNECTOR)')
 
+ARGS=("${@:-run}")
+# What the operator set for this submission reaches the job as its own options (they outrank the
+# job file, as any {{ cookiecutter.package_name | upper }}_<OPTION> does); then the job resolves both, and a bad option
+# ends here in the job's one line, before spark-submit starts.
+if [[ -n "${SPARK_MASTER:-}" ]]; then export {{ cookiecutter.package_name | upper }}_SPARK_MASTER="$SPARK_MASTER"; fi
+if [[ -n "${CHECKPOINT_LOCATION:-}" ]]; then export {{ cookiecutter.package_name | upper }}_CHECKPOINT_LOCATION="$CHECKPOINT_LOCATION"; fi
+RESOLVED=$(PYTHONPATH=src "$PYTHON" deploy/resolve.py "${ARGS[@]}")
+SPARK_MASTER=$(sed -n 1p <<< "$RESOLVED")
 # The checkpoint (offsets, state, the sink's commit log) must outlive any one machine: in a
 # cluster put it on shared storage every driver attempt can reach (hdfs://, s3a://, gs://,
 # abfss://). A local path is only right for a single-machine run.
-DEFAULT_CHECKPOINT={{ "'" + cookiecutter.checkpoint_location.replace("'", "'\\''") + "'" }}
-CHECKPOINT_LOCATION=${CHECKPOINT_LOCATION:-$DEFAULT_CHECKPOINT}
+CHECKPOINT_LOCATION=$(sed -n 2p <<< "$RESOLVED")
 EXTRA_CONF=()
 case "$CHECKPOINT_LOCATION" in
   s3:*|s3a:*)
@@ -63,9 +75,6 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
             archive.write(path, path.relative_to(root))
 PY
 
-export {{ cookiecutter.package_name | upper }}_CHECKPOINT_LOCATION="$CHECKPOINT_LOCATION"
-export {{ cookiecutter.package_name | upper }}_SPARK_MASTER="$SPARK_MASTER"
-
 # RocksDB keeps the per-key counts off the JVM heap; changelog checkpointing makes each
 # micro-batch's state commit small (the job sets both too; here they show in the submission).
 exec "$SPARK_HOME/bin/spark-submit" \
@@ -80,4 +89,4 @@ exec "$SPARK_HOME/bin/spark-submit" \
   --conf spark.pyspark.python="$PYTHON" \
   "${EXTRA_CONF[@]}" \
   "${USER_ARGS[@]}" \
-  deploy/main.py "${@:-run}"
+  deploy/main.py "${ARGS[@]}"

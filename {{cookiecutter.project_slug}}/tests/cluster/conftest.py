@@ -37,12 +37,13 @@ def s3a_jars() -> str:
 @pytest.fixture
 def cluster_job(job: JobUnderTest, spark_cluster: SparkCluster, s3_server: S3Server, s3a_jars: str,
                 monkeypatch: pytest.MonkeyPatch) -> JobUnderTest:
-    """The job with its checkpoint in a fresh bucket, submitted to the cluster by spark-submit.sh."""
+    """The job with its checkpoint in a fresh bucket, submitted to the cluster by spark-submit.sh,
+    which takes the checkpoint from the job's own options (here --set; CHECKPOINT_LOCATION unset)."""
     job.guarantee = "exactly-once"
     job.options.update(on_s3(job, s3_server, monkeypatch))
     job.launcher = ["bash", str(PROJECT / "deploy" / "spark-submit.sh")]
-    job.launcher_env = {"SPARK_MASTER": spark_cluster.url, "CHECKPOINT_LOCATION": job.checkpoint_location,
-                        "PYTHON": sys.executable, SECRET_VARIABLE: s3_server.secret_key,
+    job.launcher_env = {"SPARK_MASTER": spark_cluster.url, "PYTHON": sys.executable,
+                        SECRET_VARIABLE: s3_server.secret_key,
                         "HADOOP_AWS_CLASSPATH": s3a_jars,
                         # The executors' JVMs compile with C1 alone too (tests/conftest.py: the drivers').
                         "SPARK_SUBMIT_ARGS": f"--conf spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}"}

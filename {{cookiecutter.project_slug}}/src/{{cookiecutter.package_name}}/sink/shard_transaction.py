@@ -127,8 +127,12 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
             for topic, key, value in zip(topics, keys, values, strict=True):
                 try:  # the loop every record takes: no call of ours around the client's
                     produce(topic, value, key, headers=headers)
-                except (BufferError, KafkaException):
+                except BufferError:
                     _produce(producer, topic, key, value, headers)
+                except KafkaException as error:
+                    if (refusal := _refused(error, topic, key, value)) is None:
+                        raise
+                    raise refusal from error
         if expected is not None and (rows, hashed) != (expected.rows, expected.digest):
             raise RecomputedDifferently(
                 f"batch {batch_id}, shard {shard.shard}: {rows} records (digest {hashed:016x}) where the batch was "
@@ -156,15 +160,22 @@ def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | N
             return
         except BufferError:  # the local queue is full: let librdkafka send some first
             producer.poll(0.05)
-        except KafkaException as error:  # refused by the client itself, e.g. larger than message.max.bytes
-            if error.args[0].code() not in _TOO_LARGE:
+        except KafkaException as error:
+            if (refusal := _refused(error, topic, key, value)) is None:
                 raise
-            size = len(value or b"") + len(key or b"")
-            raise RecordRejected(
-                f"a record for {topic!r} (key {bytes(key or b'')[:60]!r}, {size} bytes of key and value) was "
-                f"refused: {error.args[0].str()}. The producer's limit is message.max.bytes (librdkafka "
-                "default 1,000,000; set it in [kafka], below the broker's and topic's max.message.bytes)."
-            ) from error
+            raise refusal from error
+
+
+def _refused(error: KafkaException, topic: str, key: bytes | None, value: bytes | None) -> RecordRejected | None:
+    """A produce call the client itself refused: RecordRejected for a record larger than
+    message.max.bytes; None for any other refusal (the client's exception goes up as it is)."""
+    if error.args[0].code() not in _TOO_LARGE:
+        return None
+    size = len(value or b"") + len(key or b"")
+    return RecordRejected(
+        f"a record for {topic!r} (key {bytes(key or b'')[:60]!r}, {size} bytes of key and value) was "
+        f"refused: {error.args[0].str()}. The producer's limit is message.max.bytes (librdkafka "
+        "default 1,000,000; set it in [kafka], below the broker's and topic's max.message.bytes).")
 
 
 _TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)

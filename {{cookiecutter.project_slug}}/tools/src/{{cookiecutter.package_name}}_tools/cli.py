@@ -4,9 +4,13 @@ bench, bench-startup, kafka up|down). The job's own commands are `{{ cookiecutte
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
-from collections.abc import Callable
+import os
+import shlex
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from {{ cookiecutter.package_name }} import __version__
@@ -66,13 +70,34 @@ def _kafka(args: argparse.Namespace) -> int:
         if args.brokers != 1 and args.brokers < 3:
             raise ConfigError("--brokers", f"{args.brokers}: 1 (a broker alone) or 3 and more (a cluster)")
         try:
-            daemon.up(workdir, args.brokers)
+            with _stdout_to_stderr(args.env):
+                bootstrap = daemon.up(workdir, args.brokers)
         except KafkaUnavailable as error:  # the reason's first line names the log that holds the rest
             report_exit(error.reason.splitlines()[0].rstrip(":"))
             return 2
+        if args.env:  # for eval: the commands after it reach this broker, whatever job.toml says
+            print(f"export KAFKA_BOOTSTRAP_SERVERS={shlex.quote(bootstrap)}")
     else:
         print("kafka: stopped" if daemon.down(Path(args.workdir)) else "kafka: no local broker was running")
     return 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Everything the start prints (its own lines, Maven's) goes to stderr, the file descriptor
+    itself: stdout is left to the one line `eval` runs."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _tool(name: str) -> Callable[[argparse.Namespace], int]:
@@ -114,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="1 (default), or 3: three brokers, each a KRaft controller too, topics with "
                             "3 replicas and min.insync.replicas=2")
     kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
+    kafka.add_argument("--env", action="store_true",
+                       help="up: print only `export KAFKA_BOOTSTRAP_SERVERS=<address>` (for eval), the rest to stderr")
     return parser
 
 

@@ -1,0 +1,51 @@
+"""The README's "By hand, step by step" block, run as written: its lines, in order, pasted into
+bash in a directory that holds the project's job file and `.venv` (this suite's environment),
+with nothing set beforehand. `kafka up --env` starts the local broker and hands its address to
+the commands after it; the job runs until idle and `status` reports what it committed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+PROJECT = Path(__file__).resolve().parents[2]
+TOOLS = "{{ cookiecutter.project_slug }}-tools"
+
+
+def by_hand_block() -> list[str]:
+    readme = (PROJECT / "README.md").read_text()
+    after = readme.split("By hand, step by step", 1)[1].split("\n\n", 1)[1]
+    block = after.split("\n\n", 1)[0]
+    lines = [line[4:] for line in block.splitlines()]
+    assert lines and all(line.startswith(("eval", ".venv/bin/")) for line in lines), lines
+    return lines
+
+
+def test_the_by_hand_block_runs_as_written(tmp_path: Path) -> None:
+    lines = by_hand_block()
+    (tmp_path / ".venv").symlink_to(sys.prefix)  # the environment `make venv` made for this suite
+    shutil.copy(PROJECT / "job.toml", tmp_path / "job.toml")
+    prefix = "{{ cookiecutter.package_name | upper }}_"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefix) and k != "KAFKA_BOOTSTRAP_SERVERS"}
+    env["SPARK_LOCAL_DIRS"] = str(tmp_path / "spark-local")
+    script = "set -euo pipefail\n" + "\n".join(f"echo '+ {line[:40]}'\n{line}" for line in lines)
+    try:
+        result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=600)
+    finally:  # a broker left by a failed line
+        subprocess.run([str(tmp_path / ".venv" / "bin" / TOOLS), "kafka", "down"], cwd=tmp_path, env=env,
+                       capture_output=True, timeout=120)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert re.search(r"kafka: local broker ready at 127\.0\.0\.1:\d+", output), output[-4000:]
+    committed = re.search(r"checkpoint \S+: (\d+) committed batches retained", result.stdout)
+    assert committed and int(committed[1]) > 0, result.stdout[-4000:]
+    assert "kafka: stopped" in result.stdout, result.stdout[-2000:]
