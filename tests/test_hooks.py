@@ -315,12 +315,8 @@ def test_hostile_answers_are_refused_or_rendered_intact(
     if question in ("project_name", "description"):
         assert value in (project / "README.md").read_text()
     if question == "checkpoint_location":
-        line = next(ln for ln in (project / "deploy/spark-submit.sh").read_text().splitlines()
-                    if ln.startswith("DEFAULT_CHECKPOINT="))
-        shell = subprocess.run(["bash", "-c", f'{line}; printf %s "$DEFAULT_CHECKPOINT"'], cwd=tmp_path,
-                               capture_output=True, text=True, check=True)
-        assert shell.stdout == value
-        assert not (tmp_path / "pwned").exists()
+        # spark-submit.sh asks the job for its checkpoint (deploy/resolve.py): the answer is not in it.
+        assert value not in (project / "deploy/spark-submit.sh").read_text()
         manifest = yaml.safe_load((project / "deploy/k8s/spark-application.yaml").read_text())
         # A local path would be inside the pod: the manifest holds a placeholder the job refuses instead.
         shared = value.lower().startswith(("s3:", "s3a:", "hdfs:", "gs:", "abfs:", "abfss:"))
