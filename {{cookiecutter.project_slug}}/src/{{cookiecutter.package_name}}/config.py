@@ -30,11 +30,15 @@ RestartStrategyKind = Literal["none", "fixed-delay", "exponential-backoff", "fai
 LogFormat = Literal["text", "json"]  # logs.py
 # Where phase 2 publishes a batch from (kafka_sink.py): the driver for small batches, Spark tasks otherwise.
 PublishFrom = Literal["auto", "tasks", "driver"]
+# A batch re-run after a crash that computed other records than its first attempt, some of whose
+# shards are published already (sink/coordinator.py): stop before publishing the rest, or go on.
+OnRerunMismatch = Literal["fail", "warn"]
 GUARANTEES: tuple[str, ...] = get_args(Guarantee)
 RESTART_STRATEGIES: tuple[str, ...] = get_args(RestartStrategyKind)
 FIELD_TYPES = ("string", "int", "float", "bool")
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 PUBLISH_FROM: tuple[str, ...] = get_args(PublishFrom)
+ON_RERUN_MISMATCH: tuple[str, ...] = get_args(OnRerunMismatch)
 TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 # The [s3] table's settings (object_store.py); secret_access_key may be `${VAR}`, and is masked.
 S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
@@ -71,6 +75,7 @@ class JobConfig:
     commit_shards: int = 1
     commit_timeout_seconds: float = 60.0
     publish_from: PublishFrom = "auto"
+    on_rerun_mismatch: OnRerunMismatch = "fail"
 
     trigger_interval_seconds: float = {{ cookiecutter.trigger_interval_seconds }}
     max_offsets_per_trigger: int = 200_000  # Spark's maxOffsetsPerTrigger: transaction markers count too
@@ -250,7 +255,8 @@ def _check_names(config: JobConfig) -> None:
 
 def _check_choices(config: JobConfig) -> None:
     for option, allowed in (("delivery_guarantee", GUARANTEES), ("log_format", LOG_FORMATS),
-                            ("publish_from", PUBLISH_FROM), ("restart_strategy", RESTART_STRATEGIES)):
+                            ("publish_from", PUBLISH_FROM), ("on_rerun_mismatch", ON_RERUN_MISMATCH),
+                            ("restart_strategy", RESTART_STRATEGIES)):
         if getattr(config, option) not in allowed:
             raise ConfigError(option, f"{getattr(config, option)!r} is not one of {', '.join(allowed)}")
 

@@ -31,6 +31,8 @@ def test_later_sources_win(tmp_path):
         ({"commit_shards": "1.5"}, "commit_shards", "is not a int"),
         ({"fail_on_data_loss": "perhaps"}, "fail_on_data_loss", "is not a bool"),
         ({"delivery_guarantee": "maybe"}, "delivery_guarantee", "is not one of exactly-once, at-least-once"),
+        ({"on_rerun_mismatch": "ignore"}, "on_rerun_mismatch", "is not one of fail, warn"),
+        ({"publish_from": "executors"}, "publish_from", "is not one of auto, tasks, driver"),
         ({"restart_strategy": "pray"}, "restart_strategy", "is not one of"),
         ({"input_topic": "bad topic!"}, "input_topic", "'bad topic!': must be a Kafka topic name"),
         ({"output_topic": ".."}, "output_topic", "must be a Kafka topic name"),

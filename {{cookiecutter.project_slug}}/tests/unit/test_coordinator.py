@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from {{ cookiecutter.package_name }}.failures import Outcome
 from {{ cookiecutter.package_name }}.observability import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD, InlineRecords
@@ -22,6 +23,7 @@ from {{ cookiecutter.package_name }}.sink.coordinator import (
     CheckpointBehindOutput,
     InvariantBroken,
     MarkersWentBack,
+    RerunMismatch,
     SourceOffsetsWentBack,
     commit_batch,
 )
@@ -347,18 +349,38 @@ def test_a_published_batch_carries_its_source_offsets_in_its_marker(settings, po
     assert pool.shards[0].state.source_offsets == marker["source_offsets"]
 
 
-def test_a_rerun_with_other_records_is_reported_naming_batch_and_shards(settings, pool, caplog):
-    """A query that is not deterministic: the re-run after a crash between the two shards'
-    commits computes other records for shard 1. Shard 0 already has the first attempt's."""
-    settings = replace(settings, shards=2, sink_id="rerun-unit")
+def crash_between_the_shards_commits(settings, pool) -> None:
+    """Batch 5 with two shards: shard 0 committed, shard 1's commit failed (the re-run follows)."""
     pool.shards[0], pool.shards[1] = FakeShard(settings, 0), FakeShard(settings, 1, commit=[kafka_error()])
     with pytest.raises(CommitFailed):
-        commit_batch(settings, batch(rows=4, shards=2), 5, pool)  # shard 0 committed, shard 1 failed
+        commit_batch(settings, batch(rows=4, shards=2), 5, pool)
     assert pool.shards[0].state.batch_id == 5
-    before = metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit")
+
+
+def test_a_rerun_with_other_records_stops_the_job_before_its_shards_mix_two_computations(settings, pool):
+    """A query that is not deterministic: the re-run after a crash between the two shards'
+    commits computes other records for shard 1, while shard 0 holds the first attempt's. By
+    default (on_rerun_mismatch = "fail") the job stops naming the option, and shard 1 publishes
+    nothing of this computation."""
+    settings = replace(settings, shards=2, sink_id="rerun-fail")
+    crash_between_the_shards_commits(settings, pool)
+    before = metric("eos_sink_rerun_mismatch_total", sink_id="rerun-fail")
+    shard_1_transactions = len(pool.shards[1].producer.committed)
+    with pytest.raises(RerunMismatch, match=r"batch 5 .* shards \[0, 1\].* Shards \[0\] published") as raised:
+        commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5, pool)
+    assert (raised.value.outcome, raised.value.option) == (Outcome.STOP, "on_rerun_mismatch")
+    assert "on_rerun_mismatch" in str(raised.value)
+    assert len(pool.shards[1].producer.committed) == shard_1_transactions  # nothing more published
+    assert metric("eos_sink_rerun_mismatch_total", sink_id="rerun-fail") == before + 1
+
+
+def test_with_warn_a_rerun_with_other_records_publishes_and_is_reported(settings, pool, caplog):
+    settings = replace(settings, shards=2, sink_id="rerun-warn", on_rerun_mismatch="warn")
+    crash_between_the_shards_commits(settings, pool)
+    before = metric("eos_sink_rerun_mismatch_total", sink_id="rerun-warn")
     entry = commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5, pool).entry
     assert entry.status == COMMITTED
-    assert metric("eos_sink_rerun_mismatch_total", sink_id="rerun-unit") == before + 1
+    assert metric("eos_sink_rerun_mismatch_total", sink_id="rerun-warn") == before + 1
     (line,) = [r.getMessage() for r in caplog.records if "not deterministic" in r.getMessage()]
     assert "batch 5" in line and "shards [0, 1]" in line and "two computations" in line
     caplog.clear()

@@ -128,6 +128,7 @@ def sink_settings(config: JobConfig, origin: Origin | None = None) -> SinkSettin
         shards=config.commit_shards,
         commit_timeout_seconds=config.commit_timeout_seconds,
         publish_from=config.publish_from,
+        on_rerun_mismatch=config.on_rerun_mismatch,
         client=dict(config.kafka),
         foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
         first_batch_id=first_batch_id(origin),

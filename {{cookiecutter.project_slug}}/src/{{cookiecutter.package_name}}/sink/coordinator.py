@@ -83,6 +83,14 @@ class SourceOffsetsWentBack(InvariantBroken):
     option = "checkpoint_location"
 
 
+class RerunMismatch(InvariantBroken):
+    """A batch re-run computed other records than its first attempt, some of whose shards are
+    published: the rest would come from another computation (on_rerun_mismatch = "fail")."""
+
+    outcome = Outcome.STOP
+    option = "on_rerun_mismatch"
+
+
 class MarkersWentBack(InvariantBroken):
     """A shard's batch marker named a lower batch than an earlier marker of the shard had."""
 
@@ -221,23 +229,30 @@ def checkpoint_behind_output(settings: SinkSettings, batch_id: int, marker_batch
 
 def report_rerun_mismatch(settings: SinkSettings, batch_id: int, first: LogEntry, rerun: BatchFigures,
                           decision: Decision) -> None:
-    """A re-run whose figures differ from the first attempt's (decision.rerun_mismatch): a log
-    line and eos_sink_rerun_mismatch_total. The shards whose marker says they published N hold
-    the first attempt's records if it was only prepared, while the others publish the re-run's."""
+    """A re-run whose figures differ from the first attempt's (decision.rerun_mismatch): counted in
+    eos_sink_rerun_mismatch_total, and logged. The shards whose marker says they published N hold
+    the first attempt's records if it was only prepared: publishing the others from this
+    computation would mix two in one batch, which on_rerun_mismatch = "fail" refuses (the job
+    stops, nothing more published) and "warn" lets through."""
     if not decision.rerun_mismatch:
         return
     differ, committed_shards = list(decision.rerun_mismatch), sorted(decision.published_before)
     metrics.RERUN_MISMATCH.labels(settings.sink_id).inc()
     mixed = first.status is PREPARED and bool(committed_shards)
+    what = (f"batch {batch_id} was computed again with other records than its first attempt in shards {differ} "
+            f"(rows {first.records_per_shard}, then {list(rerun.rows_per_shard)}): the query is not deterministic.")
+    if mixed and settings.on_rerun_mismatch == "fail":
+        raise RerunMismatch(
+            f"{what} Shards {committed_shards} published the first attempt's records; the others would publish "
+            "this one's, and the batch would come from two computations. Nothing more was published. Make the "
+            "query deterministic (a timestamp, a random number or an unordered collection in a value is not), or "
+            'set on_rerun_mismatch = "warn" to publish the other shards from this computation.')
     outcome = (f" Shards {committed_shards} had already published the first attempt's records, the others "
                "publish this one's: the batch's shards now come from two computations." if mixed else
                " Nothing of the re-run is published where the first attempt was." if first.status is COMMITTED
                else "")
-    log.error("batch %d was computed again with other records than its first attempt in shards %s (rows %s, then %s):"
-              " the query is not deterministic.%s", batch_id, differ, first.records_per_shard,
-              list(rerun.rows_per_shard), outcome,
-              extra=event("rerun_mismatch", batch_id=batch_id, shards=differ,
-                          shards_published_before=committed_shards, two_computations=mixed))
+    log.error("%s%s", what, outcome, extra=event("rerun_mismatch", batch_id=batch_id, shards=differ,
+                                                   shards_published_before=committed_shards, two_computations=mixed))
 
 
 def check_offsets_forward(batch_id: int, before: LogEntry | None, decision: Decision) -> None:

@@ -41,6 +41,9 @@ class SinkSettings:
     foreign_transaction_tolerance_seconds: float = 0.0
     # Where phase 2 runs: "auto" (the driver for a small batch, Spark tasks otherwise), "tasks", "driver".
     publish_from: str = "auto"
+    # A re-run whose records differ from a first attempt that published some shards: "fail" stops
+    # the job before the other shards publish, "warn" publishes them (coordinator.report_rerun_mismatch).
+    on_rerun_mismatch: str = "fail"
     # The batch id this checkpoint's batch 0 publishes as: 0, or after a savepoint the one that
     # continues the numbering of the checkpoint it came from (savepoints.first_batch_id).
     first_batch_id: int = 0
