@@ -127,12 +127,8 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
             for topic, key, value in zip(topics, keys, values, strict=True):
                 try:  # the loop every record takes: no call of ours around the client's
                     produce(topic, value, key, headers=headers)
-                except BufferError:
-                    _produce(producer, topic, key, value, headers)
-                except KafkaException as error:
-                    if (refusal := _refused(error, topic, key, value)) is None:
-                        raise
-                    raise refusal from error
+                except (BufferError, KafkaException) as error:
+                    _produce_again(producer, error, topic, key, value, headers)
         if expected is not None and (rows, hashed) != (expected.rows, expected.digest):
             raise RecomputedDifferently(
                 f"batch {batch_id}, shard {shard.shard}: {rows} records (digest {hashed:016x}) where the batch was "
@@ -154,16 +150,26 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
 
 
 def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None:
-    while True:
+    try:
+        producer.produce(topic, value=value, key=key, headers=headers)
+    except (BufferError, KafkaException) as error:
+        _produce_again(producer, error, topic, key, value, headers)
+
+
+def _produce_again(producer: Producer, failure: BufferError | KafkaException, topic: str, key: bytes | None,
+                   value: bytes | None, headers: Headers) -> None:
+    """After the client refused a record: a full local queue is waited out (librdkafka sends some
+    first) and the record produced; a record too large is RecordRejected; any other refusal goes up."""
+    while isinstance(failure, BufferError):
+        producer.poll(0.05)
         try:
             producer.produce(topic, value=value, key=key, headers=headers)
             return
-        except BufferError:  # the local queue is full: let librdkafka send some first
-            producer.poll(0.05)
-        except KafkaException as error:
-            if (refusal := _refused(error, topic, key, value)) is None:
-                raise
-            raise refusal from error
+        except (BufferError, KafkaException) as error:
+            failure = error
+    if (refusal := _refused(failure, topic, key, value)) is None:
+        raise failure
+    raise refusal from failure
 
 
 def _refused(error: KafkaException, topic: str, key: bytes | None, value: bytes | None) -> RecordRejected | None:
