@@ -18,8 +18,11 @@ from typing import Protocol, TypeVar
 import pytest
 
 from {{ cookiecutter.package_name }}.config import JobConfig
+from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.storage import checkpoint, object_store
+from {{ cookiecutter.package_name }}_tools import differential
+from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, job_command, start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
     SETTLE_SECONDS,
@@ -124,6 +127,36 @@ class JobUnderTest:
         """The committed counts and dead letters whose `batch_id` header is not their value's."""
         return [mismatch for topic in (self.output_topic, self.dead_letter_topic)
                 for mismatch in batch_header_mismatches(self.bootstrap_servers, topic)]
+
+    def twin(self) -> JobUnderTest:
+        """The same job on the same input, with a checkpoint, sink id, markers and output topics of
+        its own (as many partitions as this job's)."""
+        from confluent_kafka.admin import AdminClient
+
+        topics = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=30).topics
+        suffix = uuid.uuid4().hex[:8]
+        output, dead = f"{self.output_topic}-reference-{suffix}", f"{self.dead_letter_topic}-reference-{suffix}"
+        create_topics(self.bootstrap_servers, {output: len(topics[self.output_topic].partitions),
+                                               dead: len(topics[self.dead_letter_topic].partitions)})
+        workdir = self.workdir / f"reference-{suffix}"
+        workdir.mkdir()
+        return JobUnderTest(bootstrap_servers=self.bootstrap_servers, workdir=workdir, input_topic=self.input_topic,
+                            output_topic=output, dead_letter_topic=dead, keep=self.keep, guarantee=self.guarantee,
+                            options=dict(self.options), launcher=self.launcher, launcher_env=dict(self.launcher_env))
+
+    def read_run(self) -> list[differential.Record]:
+        return differential.read_run(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
+
+    def compare_with_reference(self, **options: str) -> differential.Comparison:
+        """The differential oracle (tools' differential.py): the twin runs the same input without a
+        fault, with the options the faulted runs had, and what each published is compared."""
+        reference = self.twin()
+        completed = reference.run(**options)
+        assert completed.returncode == 0, f"the reference run failed:\n{completed.stdout[-3000:]}"
+        same_plan = (checkpoint.batch_ends(self.checkpoint_location, self.input_topic)
+                     == checkpoint.batch_ends(reference.checkpoint_location, self.input_topic))
+        return differential.Comparison(
+            same_plan, differential.difference(self.read_run(), reference.read_run(), query.OUTPUT, same_plan))
 
     def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes]) -> Verdict:
         """Final counts and dead letters (verify), then every intermediate count batch by batch
@@ -266,8 +299,17 @@ def crash_at_each_point(job: JobUnderTest, points: Sequence[str | tuple[str, str
     assert drained.returncode == 0, drained.stdout[-3000:]
     if "publish_from" in options:  # where phase 2 ran: the batch lines say
         assert f"published from {options['publish_from']}" in drained.stdout, drained.stdout[-3000:]
+    assert_as_the_reference_run(job, **options)
     counts, malformed = merged(sample)
     return job.verify(counts, malformed), crashes
+
+
+def assert_as_the_reference_run(job: JobUnderTest, **options: str) -> None:
+    """The differential oracle's verdict on a faulted run whose input was all produced before it
+    started: the same batches as a run without faults, and the same records in each."""
+    comparison = job.compare_with_reference(**options)
+    assert comparison.same_plan, "the reference run planned other batches: the input was not all there at the start"
+    assert comparison.difference is None, comparison.difference
 
 
 def merged(*samples: SampleInput) -> tuple[dict[str, int], list[bytes]]:

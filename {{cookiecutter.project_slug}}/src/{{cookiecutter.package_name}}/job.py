@@ -1,7 +1,9 @@
 """The streaming query, read top to bottom like the pipeline:
 
-    Kafka source → parse → filter → count by key (state) → Kafka sink (2PC)
+    Kafka source → parse → [the query: filter → count by key (state)] → Kafka sink (2PC)
                       └─ malformed records: counted per partition, read back ─→ dead-letter topic
+
+The query is pipeline/query.py's.
 
 The source, the parse, the count (Spark's streaming aggregation) and the encoding of the output
 records run in the JVM; Python runs the commit protocol on the driver (sink/).
@@ -13,17 +15,16 @@ from __future__ import annotations
 import threading
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from . import savepoints
 from .config import JobConfig, java_client_options
 from .kafka.client import FETCH_MAX_WAIT_MS
-from .pipeline.counting import Changes, columns_read, count_changes
+from .pipeline import query
+from .pipeline.counting import Changes
 from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.output_records import encode, for_batch
-from .pipeline.parsing import IS_EVENT, event_schema, parse_records
-from .pipeline.unpushed_filter import where_in_place
+from .pipeline.parsing import event_schema, parse_records
 from .savepoints import Origin
 from .sink import KafkaSink
 from .spark.session import checkpoint_conf
@@ -66,18 +67,6 @@ def parse(records: DataFrame, config: JobConfig) -> DataFrame:
     return parse_records(records, event_schema(config))
 
 
-def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
-    """Apply the filter to events; dead letters always pass, to reach their topic. In place:
-    pushed down, the filter would parse every record again (pipeline/unpushed_filter.py). Only the columns
-    the count reads cross that barrier (Spark cannot prune what a generator carries)."""
-    carried = events.select(*(f"`{name}`" for name in columns_read(events.columns, config.state_ttl_seconds)))
-    return where_in_place(carried, ~F.col(IS_EVENT) | F.expr(config.filter))
-
-
-def count_by_key(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
-    return count_changes(events, config.key_field, config.state_ttl_seconds, seed)
-
-
 def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None) -> DataFrame | None:
     """A checkpoint started from a savepoint reads its counts once, in its first batch: Spark's
     aggregation as a one-shot file stream (the file source records in the checkpoint that it
@@ -117,5 +106,5 @@ def build_query(spark: SparkSession, config: JobConfig, origin: Origin | None,
     """`config`: as the checkpoint runs it (savepoints.apply_origin with `origin`); `stopping`: the
     runner's gate, set when the job stops (sink/kafka_sink.py)."""
     events = parse(read_events(spark, config), config)
-    changes = count_by_key(keep_matching(events, config), config, savepoint_seed(spark, config, origin))
+    changes = query.changes(events, config, savepoint_seed(spark, config, origin))
     return write_changes(changes, config, origin, stopping)

@@ -53,7 +53,9 @@ def crash_and_recover(job, fault: str, **options: str):
     recovered = job.run(max_offsets_per_trigger="1000", **options)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
     counts, malformed = merged(sample)
-    return job.verify(counts, malformed), batches_at_crash
+    comparison = job.compare_with_reference(max_offsets_per_trigger="1000", **options)
+    assert comparison.same_plan, "the reference run planned other batches"
+    return job.verify(counts, malformed), batches_at_crash, comparison
 
 
 # Every point with phase 2 in Spark tasks (the points of steps 3 and 4 fire in a publishing task,
@@ -81,18 +83,22 @@ def test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol(job):
 def test_a_crash_between_two_shards_commits_publishes_the_second_shard_once(job):
     """commit_shards=2: the job dies after shard 0 committed batch 1, before shard 1 did. The
     re-run must publish shard 1's part only: shard 0's marker says 1, shard 1's says 0."""
-    verdict, batches_at_crash = crash_and_recover(job, faults.AFTER_KAFKA_COMMIT, commit_shards="2")
+    verdict, batches_at_crash, comparison = crash_and_recover(job, faults.AFTER_KAFKA_COMMIT, commit_shards="2")
     assert FAULT_BATCH in batches_at_crash
     assert verdict.exactly_once, verdict.problems
+    assert comparison.difference is None, comparison.difference
 
 
 def test_the_same_crash_duplicates_with_the_at_least_once_sink(job):
     """The counter-proof, once: the crash after the Kafka commit (the at-least-once sink's records
-    are visible at every fault point, so one point shows what all would)."""
+    are visible at every fault point, so one point shows what all would). Both oracles see the
+    duplicates: the query's model and the differential one."""
     job.guarantee = "at-least-once"
-    verdict, _ = crash_and_recover(job, faults.AFTER_KAFKA_COMMIT)
+    verdict, _, comparison = crash_and_recover(job, faults.AFTER_KAFKA_COMMIT)
     assert verdict.duplicated > 0, "the at-least-once sink published no duplicate: the check has no teeth"
     assert not verdict.exactly_once
+    assert comparison.difference is not None and "records published that the reference run did not publish" \
+        in comparison.difference, comparison.difference
     assert not (mismatches := job.batch_header_mismatches()), mismatches[:5]  # its records carry the header too
 
 

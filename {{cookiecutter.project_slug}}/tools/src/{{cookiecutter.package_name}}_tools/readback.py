@@ -37,6 +37,11 @@ def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_commit
             for message in _read(bootstrap_servers, topic, isolation, timeout, settle)]
 
 
+def read_messages(bootstrap_servers: str, topic: str, timeout: float = 60.0) -> list[Message]:
+    """Every committed record, whole (headers, partition, offset), in each partition's order."""
+    return _read(bootstrap_servers, topic, "read_committed", timeout, SETTLE_SECONDS)
+
+
 def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
                    ) -> list[tuple[int, int, bytes | None]]:
     """Every committed record as (partition, offset, value): where the input put each event."""

@@ -31,6 +31,7 @@ PHASES = ("queryPlanning", "addBatch", "walCommit", "commitOffsets", "latestOffs
 def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdir: Path) -> list[dict]:
     from {{ cookiecutter.package_name }} import job
     from {{ cookiecutter.package_name }}.config import load_config
+    from {{ cookiecutter.package_name }}.pipeline import query
 
     suffix = uuid.uuid4().hex[:8]
     config = load_config(None, {
@@ -43,7 +44,7 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
     spark = job.spark_session(config, app_name=f"stages-{variant}")
     try:
         records = job.read_events(spark, config)
-        events = job.keep_matching(job.parse(records, config), config)
+        events = query.keep_matching(job.parse(records, config), config)
         if variant == "spark_kafka_job":
             from .jobproc import built_in_sink
 
@@ -54,17 +55,17 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
         elif variant == "parse":
             writer = events.writeStream.format("noop")
         elif variant == "count":
-            changes = job.count_by_key(events, config)
+            changes = query.count_by_key(events, config)
             writer = changes.frame.writeStream.format("noop").outputMode(changes.output_mode)
         else:
-            writer, _sink = job.write_changes(job.count_by_key(events, config), config, origin=None)
-        query = (writer.option("checkpointLocation", config.checkpoint_location)
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
+            writer, _sink = job.write_changes(query.count_by_key(events, config), config, origin=None)
+        running = (writer.option("checkpointLocation", config.checkpoint_location)
+                   .trigger(availableNow=True).start())
+        running.awaitTermination()
         return [{"batch": p["batchId"], "rows": p["numInputRows"], "add_batch_ms": p["durationMs"]["addBatch"],
                  "trigger_ms": p["durationMs"]["triggerExecution"],
                  "phases_ms": {phase: p["durationMs"].get(phase, 0) for phase in PHASES}}
-                for p in query.recentProgress if p["numInputRows"]]
+                for p in running.recentProgress if p["numInputRows"]]
     finally:
         spark.stop()
 

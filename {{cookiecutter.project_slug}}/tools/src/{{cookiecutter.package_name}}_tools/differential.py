@@ -1,0 +1,116 @@
+"""The differential oracle: what a faulted run published, against what the same job publishes
+from the same input without faults (the reference run). It knows nothing of the query, so it
+keeps its meaning when a team changes the query; each shape's own model (verify.py) checks the
+query itself beside it.
+
+Micro-batch boundaries: Spark plans a batch from where the last one ended and what the input
+holds. With every event produced before either run starts and the same
+`max_offsets_per_trigger`, a restarted run re-runs a crashed batch over the offsets it logged
+for it (`offsets/N`) and plans the next ones as a clean run would, so the two runs' batches
+are the same and their output compares record by record, batch by batch (batch ids, dead letters
+and every intermediate value included). The two checkpoints' offset logs say whether that held
+(`same_plan`). Where it did not (input produced while a run ran), only what does not depend on
+the boundaries is compared, each value without its batch id:
+- an upsert output (query.OUTPUT): the last value per key, and no key twice in one batch;
+- an append output: the multiset of records;
+- dead letters: the set, none twice (a dead letter's key is its source coordinates).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from .readback import read_messages
+
+OutputKind = Literal["upsert", "append"]
+OUTPUT, DEAD_LETTER = "output", "dead-letter"
+
+
+@dataclass(frozen=True, order=True)
+class Record:
+    batch: int  # the batch id the sink gave it (its `batch_id` header)
+    role: str  # OUTPUT or DEAD_LETTER
+    key: bytes
+    value: bytes
+
+    def without_batch_id(self) -> tuple[str, bytes, str]:
+        """The record as boundary-free comparisons see it: its value without the batch id the sink
+        added as the JSON object's last field."""
+        value = json.loads(self.value)
+        value.pop("batch_id", None)
+        return self.role, self.key, json.dumps(value, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    same_plan: bool  # both runs ran the same batches (their offset logs agree)
+    difference: str | None  # None: the faulted run published what the reference run did
+
+
+def read_run(bootstrap_servers: str, output_topic: str, dead_letter_topic: str) -> list[Record]:
+    """Every record a read_committed consumer sees on the run's two topics, in each partition's order."""
+    records = []
+    for role, topic in ((OUTPUT, output_topic), (DEAD_LETTER, dead_letter_topic)):
+        for message in read_messages(bootstrap_servers, topic):
+            batch_id = dict(message.headers() or []).get("batch_id")
+            if batch_id is None:
+                raise AssertionError(f"{topic}/{message.partition()}@{message.offset()} has no batch_id header")
+            records.append(Record(int(batch_id), role, message.key() or b"", message.value() or b""))
+    return records
+
+
+def difference(faulted: list[Record], reference: list[Record], kind: OutputKind, same_plan: bool) -> str | None:
+    """How the faulted run's output differs from the reference run's, first difference first; None
+    where it does not."""
+    if same_plan:
+        return _record_by_record(faulted, reference)
+    return _boundary_free(faulted, reference, kind)
+
+
+def _record_by_record(faulted: list[Record], reference: list[Record]) -> str | None:
+    ours, theirs = Counter(faulted), Counter(reference)
+    if ours == theirs:
+        return None
+    extra, missing = sorted((ours - theirs).elements()), sorted((theirs - ours).elements())
+    first = min([*extra[:1], *missing[:1]])
+    return (f"{len(extra)} records published that the reference run did not publish (duplicated or wrong), "
+            f"{len(missing)} it published that are missing; the first, in batch {first.batch}: "
+            f"{'extra' if first in extra else 'missing'} {first.role} record {first.key!r}: {first.value!r}")
+
+
+def _boundary_free(faulted: list[Record], reference: list[Record], kind: OutputKind) -> str | None:
+    problems = [*_repeated(faulted, kind)]
+    ours, theirs = _answer(faulted, kind), _answer(reference, kind)
+    if ours != theirs:
+        extra, missing = sorted((ours - theirs).elements()), sorted((theirs - ours).elements())
+        problems.append(f"{len(extra)} answers that the reference run does not give, {len(missing)} missing; "
+                        f"e.g. extra {extra[:1]}, missing {missing[:1]}")
+    return "; ".join(problems) or None
+
+
+def _answer(records: list[Record], kind: OutputKind) -> Counter[tuple[str, bytes, str]]:
+    """What the output says whatever the boundaries: upsert outputs their last value per key, append
+    outputs every record; dead letters one each."""
+    dead_letters = Counter({record.without_batch_id() for record in records if record.role == DEAD_LETTER})
+    outputs = [record for record in records if record.role == OUTPUT]
+    if kind == "append":
+        return Counter(record.without_batch_id() for record in outputs) + dead_letters
+    last: dict[bytes, Record] = {}
+    for record in outputs:  # in each partition's order, and a key has one partition
+        if record.key not in last or record.batch >= last[record.key].batch:
+            last[record.key] = record
+    return Counter(record.without_batch_id() for record in last.values()) + dead_letters
+
+
+def _repeated(records: Iterable[Record], kind: OutputKind) -> list[str]:
+    """Keys published twice where once is the rule: an upsert key twice in one batch, a dead letter twice."""
+    seen = Counter((record.role, record.key, record.batch if record.role == OUTPUT else None) for record in records
+                   if record.role == DEAD_LETTER or kind == "upsert")
+    repeats = sorted(what for what, n in seen.items() if n > 1)
+    if not repeats:
+        return []
+    return [f"{len(repeats)} keys published more than once where once is the rule, e.g. {repeats[0]}"]
