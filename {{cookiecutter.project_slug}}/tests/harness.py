@@ -10,7 +10,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -32,8 +32,8 @@ from {{ cookiecutter.package_name }}_tools.readback import (
     read_published,
 )
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
-from {{ cookiecutter.package_name }}_tools.sample import Keep, SampleInput, as_key, configured_sample, produce
-from {{ cookiecutter.package_name }}_tools.verify import Verdict, judge
+from {{ cookiecutter.package_name }}_tools.sample import Event, Keep, SampleInput, configured_sample, produce
+from {{ cookiecutter.package_name }}_tools.verify import Verdict, expected_answers, judge
 
 # The tests' JVMs compile with C1 alone, as the job's local driver does (session.QUICK_JIT): given
 # to every JVM spark-submit starts for them (the cluster suite's drivers and executors).
@@ -43,6 +43,11 @@ SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the 
 # What the tests run: the rendered defaults (the template's answers), the filter and key field included.
 CONFIG = JobConfig()
 EXACTLY_ONCE = "exactly-once"  # for the tests that prove that guarantee whatever the default
+
+
+def model(events: Iterable[Event]) -> Iterator[tuple[str, dict[str, object]]]:
+    """The query's model (pipeline/query.py) as the job under test is configured."""
+    return query.model(events, CONFIG)
 
 
 @dataclass
@@ -158,17 +163,16 @@ class JobUnderTest:
         return differential.Comparison(
             same_plan, differential.difference(self.read_run(), reference.read_run(), query.OUTPUT, same_plan))
 
-    def verify(self, expected_counts: dict[str, int], malformed_values: list[bytes]) -> Verdict:
-        """Final counts and dead letters (verify), then every intermediate count batch by batch
-        against the input read back with its offsets (verify_batches)."""
-        def counted_key(value: bytes | None) -> str | None:
-            if value is None or value not in self.counted_values:
-                return None
-            return as_key(json.loads(value)[CONFIG.key_field])
+    def verify(self, kept_events: list[Event], malformed_values: list[bytes]) -> Verdict:
+        """The query's model over the events the filter keeps: the last answers and the dead
+        letters (verify), then every intermediate answer batch by batch against the input read
+        back with its offsets (verify_batches)."""
+        def kept_event(value: bytes | None) -> Event | None:
+            return json.loads(value) if value is not None and value in self.counted_values else None
 
-        return judge(self.published(), expected_counts, malformed_values,
-                     read_positions(self.bootstrap_servers, self.input_topic), counted_key,
-                     checkpoint.batch_ends(self.checkpoint_location, self.input_topic))
+        return judge(self.published(), expected_answers(model, kept_events), malformed_values,
+                     read_positions(self.bootstrap_servers, self.input_topic), kept_event,
+                     checkpoint.batch_ends(self.checkpoint_location, self.input_topic), model)
 
 
 def announce(request: pytest.FixtureRequest, line: str) -> None:
@@ -293,15 +297,14 @@ def crash_at_each_point(job: JobUnderTest, points: Sequence[str | tuple[str, str
         assert set(job.fired_faults()[fired_before:]) == {f"fault injection: SIGKILL at {point} in batch {batch}"}
         # Before the Kafka commit the crashed batch's transaction is left open: nothing to wait for.
         at_crash = job.published(settle=SETTLE_SECONDS if point in PUBLISHED_BEFORE_THE_CRASH else 0)
-        visible = any(b == batch for history in at_crash.counts.values() for b, _ in history)
+        visible = batch in at_crash.batches()
         crashes.append(Crash(point, batch, visible))
     drained = job.run(**options)
     assert drained.returncode == 0, drained.stdout[-3000:]
     if "publish_from" in options:  # where phase 2 ran: the batch lines say
         assert f"published from {options['publish_from']}" in drained.stdout, drained.stdout[-3000:]
     assert_as_the_reference_run(job, **options)
-    counts, malformed = merged(sample)
-    return job.verify(counts, malformed), crashes
+    return job.verify(*merged(sample)), crashes
 
 
 def assert_as_the_reference_run(job: JobUnderTest, **options: str) -> None:
@@ -312,14 +315,16 @@ def assert_as_the_reference_run(job: JobUnderTest, **options: str) -> None:
     assert comparison.difference is None, comparison.difference
 
 
-def merged(*samples: SampleInput) -> tuple[dict[str, int], list[bytes]]:
-    counts: dict[str, int] = {}
-    malformed: list[bytes] = []
-    for sample in samples:
-        for key, n in sample.expected_counts.items():
-            counts[key] = counts.get(key, 0) + n
-        malformed += sample.malformed_values
-    return counts, malformed
+def merged(*samples: SampleInput) -> tuple[list[Event], list[bytes]]:
+    """The samples' kept events and malformed records, in the order they were produced."""
+    return ([event for sample in samples for event in sample.kept_events],
+            [value for sample in samples for value in sample.malformed_values])
+
+
+def expectation(*samples: SampleInput) -> tuple[dict[str, dict[str, object]], list[bytes]]:
+    """Each key's last answer after the samples, as the query's model gives it, and the malformed records."""
+    kept, malformed = merged(*samples)
+    return expected_answers(model, kept), malformed
 
 
 def on_s3(job: JobUnderTest, server: S3Server, monkeypatch, **changes: str) -> dict[str, str]:

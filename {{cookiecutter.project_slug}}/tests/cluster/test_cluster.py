@@ -20,10 +20,10 @@ pytestmark = pytest.mark.cluster
 
 
 def exact(job, *samples) -> None:
-    counts, malformed = merged(*samples)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(*samples)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
     assert verdict.dead_letter_ok
 
 
@@ -35,7 +35,7 @@ def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, 
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
     assert verdict.dead_letter_ok
     runs = len(faults.POINTS) + 1
     assert spark_cluster.applications().count("{{ cookiecutter.project_slug }}") >= runs, "the runs were not on the cluster"
@@ -50,7 +50,7 @@ def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_c
     running = threading.Thread(target=lambda: outcome.update(run=job.run(max_offsets_per_trigger="400",
                                                                          until_idle=4, timeout=600)))
     running.start()
-    wait_until(lambda: job.published().counts, 300, "a count published on the cluster", interval=1)
+    wait_until(lambda: job.published().answers, 300, "a count published on the cluster", interval=1)
     killed = spark_cluster.kill_worker(0)
     assert len(killed) >= 2, "the worker had no executor to lose"
     second = produce_sample(job, count=2000, seed=92, partitions=4)

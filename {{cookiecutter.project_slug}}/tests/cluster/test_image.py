@@ -77,8 +77,8 @@ def test_the_job_in_its_image_counts_exactly_once(image, job: JobUnderTest, s3_s
     finally:
         subprocess.run(image.command("rm", "--force", container), capture_output=True)
     assert ran.returncode == 0, ran.stdout[-3000:]
-    counts, malformed = merged(sample)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(sample)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
     assert verdict.dead_letter_ok

@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import LocalKafkaBroker
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import EXACTLY_ONCE, JobUnderTest, merged, produce_sample, stop, wait_until
+from harness import EXACTLY_ONCE, JobUnderTest, expectation, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -55,11 +55,11 @@ def test_the_job_rides_out_a_broker_outage_and_stays_exact(own_broker, tmp_path,
         own_broker.start()
         after = produce_sample(job, count=1000, seed=38, partitions=4)
 
-        counts, malformed = merged(before, after)
+        expected, malformed = expectation(before, after)
 
         def all_published() -> bool:
             published = job.published()
-            return published.final_counts() == counts and len(published.dead_letters) >= len(malformed)
+            return published.final_answers() == expected and len(published.dead_letters) >= len(malformed)
 
         wait_until(all_published, 300, "all published after the outage", interval=1, alive=process,
                    log_path=log_path)
@@ -71,5 +71,5 @@ def test_the_job_rides_out_a_broker_outage_and_stays_exact(own_broker, tmp_path,
     # One line of the runner's every few seconds, not the clients' own several a second.
     assert log.count("Connection refused") + log.count("could not be established") <= 3, log[-3000:]
     assert "giving up" not in log and "restarting the query" not in log, log[-3000:]
-    verdict = verify(job.published(), counts, malformed)
+    verdict = verify(job.published(), expected, malformed)
     assert verdict.exactly_once, verdict.problems

@@ -48,14 +48,13 @@ def crash_and_recover(job, fault: str, **options: str):
 
     # Before the Kafka commit the crashed batch's transaction is left open: nothing to wait for.
     at_crash = job.published(settle=SETTLE_SECONDS if fault in PUBLISHED_BEFORE_THE_CRASH else 0)
-    batches_at_crash = {batch for history in at_crash.counts.values() for batch, _ in history}
+    batches_at_crash = at_crash.batches()
 
     recovered = job.run(max_offsets_per_trigger="1000", **options)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
-    counts, malformed = merged(sample)
     comparison = job.compare_with_reference(max_offsets_per_trigger="1000", **options)
     assert comparison.same_plan, "the reference run planned other batches"
-    return job.verify(counts, malformed), batches_at_crash, comparison
+    return job.verify(*merged(sample)), batches_at_crash, comparison
 
 
 # Every point with phase 2 in Spark tasks (the points of steps 3 and 4 fire in a publishing task,
@@ -74,7 +73,7 @@ def test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol(job):
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
     torn = next(crash.batch for crash in crashes if crash.fault == faults.WRITING_SPARK_COMMIT)
     assert list((job.checkpoint / "commits").glob(f".{torn}.*.tmp"))  # the torn commit file the restart met
 
@@ -119,10 +118,10 @@ def test_a_publishing_task_killed_in_the_middle_of_its_transaction_leaves_its_sh
     assert fired and set(fired) == {f"fault injection: SIGKILL at {faults.BEFORE_KAFKA_COMMIT} in batch "
                                     f"{FAULT_BATCH}{faults.TASK_ONLY}"}, fired
     assert ("restarting the query" in run.stdout) is (spark_master == "local[2]"), run.stdout[-3000:]
-    counts, malformed = merged(sample)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(sample)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
 
 
 def test_a_batch_past_the_drivers_result_limit_is_published_by_tasks_once_through_a_crash(job):
@@ -148,10 +147,10 @@ def test_a_batch_past_the_drivers_result_limit_is_published_by_tasks_once_throug
         assert "batch 0: its read-back exceeds spark.driver.maxResultSize; Spark tasks publish it" in run.stdout, \
             run.stdout[-3000:]
         assert "\tat org.apache" not in run.stdout and "Traceback" not in run.stdout, run.stdout[-3000:]
-    counts, malformed = merged(sample)
-    verdict = job.verify(counts, malformed + flood)
+    kept, malformed = merged(sample)
+    verdict = job.verify(kept, malformed + flood)
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
 
 
 def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job):
@@ -171,9 +170,9 @@ def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job):
     recovered = job.run(**options)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
 
-    verdict = job.verify(dict.fromkeys(keys, 2), [])
+    verdict = job.verify([json.loads(value) for value in values], [])
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
 
 
 def test_published_output_reads_back_through_read_committed_only(job):
@@ -186,7 +185,7 @@ def test_published_output_reads_back_through_read_committed_only(job):
     producer.produce(job.output_topic, key=b"red", value=b'{"key": "red", "count": 99, "batch_id": 99}')
     producer.flush(30)
     producer.abort_transaction(30)
-    assert read_published(job.bootstrap_servers, job.output_topic, job.dead_letter_topic).counts == {}
+    assert read_published(job.bootstrap_servers, job.output_topic, job.dead_letter_topic).answers == {}
 
 
 def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job, tmp_path):
@@ -218,6 +217,6 @@ def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job
 
     newer = job.run(max_offsets_per_trigger="500")
     assert newer.returncode == 0, newer.stdout[-3000:]
-    counts, malformed = merged(first, second)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(first, second)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems

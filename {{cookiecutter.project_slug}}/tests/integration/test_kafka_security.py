@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaHandle, Local
 from {{ cookiecutter.package_name }}_tools.sample import Keep
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import JobUnderTest, merged, produce_sample
+from harness import JobUnderTest, expectation, produce_sample
 
 pytestmark = pytest.mark.integration
 PASSWORD_VARIABLE = "TEST_KAFKA_SASL_PASSWORD"
@@ -56,8 +56,8 @@ def test_the_job_runs_through_a_sasl_listener_exactly_once(sasl_broker, tmp_path
     assert sasl.SASL_PASSWORD not in result.stdout  # never logged
 
     job.bootstrap_servers = plaintext  # read back independently
-    counts, malformed = merged(sample)
-    verdict = verify(job.published(), counts, malformed)
+    expected, malformed = expectation(sample)
+    verdict = verify(job.published(), expected, malformed)
     assert verdict.exactly_once, verdict.problems
 
 

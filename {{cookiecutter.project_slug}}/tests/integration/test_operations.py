@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}_tools.processes import free_port, start_job
 from {{ cookiecutter.package_name }}_tools.readback import Published, read_topic
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import CONFIG, EXACTLY_ONCE, fetch, merged, produce_sample, stop, traceback_lines, wait_until
+from harness import CONFIG, EXACTLY_ONCE, expectation, fetch, produce_sample, stop, traceback_lines, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def total(exposition: str, name: str, **labels: str) -> float:
 def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
     job.guarantee = EXACTLY_ONCE  # the sink's metrics come from the exactly-once sink's driver
     sample = produce_sample(job, count=3000, seed=23, partitions=4)
-    counts, malformed = merged(sample)
+    expected, malformed = expectation(sample)
     ui_port, metrics_port = free_port(), free_port()
     settings = {**job.settings(), "ui_port": str(ui_port), "metrics_port": str(metrics_port),
                 "metrics_host": "127.0.0.1", "max_offsets_per_trigger": "1000"}
@@ -51,13 +51,13 @@ def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
         # The independent reader first: every count and dead letter is published...
         def all_published() -> Published | None:
             published = job.published()
-            return published if (published.final_counts() == counts
+            return published if (published.final_answers() == expected
                                   and len(published.dead_letters) == len(malformed)) else None
 
         published = wait_until(all_published, 240, "all published", interval=1, alive=process, log_path=log_path)
         output_records = len(read_topic(job.bootstrap_servers, job.output_topic))
         dead_letters = len(read_topic(job.bootstrap_servers, job.dead_letter_topic))
-        assert output_records >= len(counts) and dead_letters == len(malformed)
+        assert output_records >= len(expected) and dead_letters == len(malformed)
 
         # ...and the sink's endpoint counts the same records.
         sink = fetch(f"http://127.0.0.1:{metrics_port}/metrics")
@@ -84,9 +84,9 @@ def test_the_ui_and_both_prometheus_endpoints_show_the_running_job(job):
         state_rows = [float(line.split()[-1]) for line in streaming if "states_rowsTotal_Value" in line]
         if CONFIG.state_ttl_seconds == 0:  # Spark's aggregation: a row per key, and per partition with dead letters
             partitions = {letter["source_partition"] for letter in published.dead_letters}
-            assert state_rows == [len(counts) + len(partitions)], streaming
+            assert state_rows == [len(expected) + len(partitions)], streaming
         else:  # the Python operator keeps its own layout
-            assert state_rows and state_rows[0] >= len(counts), streaming
+            assert state_rows and state_rows[0] >= len(expected), streaming
         executors = fetch(f"http://127.0.0.1:{ui_port}/metrics/executors/prometheus")
         assert "metrics_executor_" in executors, executors[:2000]
     finally:
@@ -102,7 +102,7 @@ def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
     job.guarantee = EXACTLY_ONCE
     trigger, stuck_batch = 2.0, 4
     sample = produce_sample(job, count=4000, seed=29, partitions=4)
-    counts, malformed = merged(sample)
+    expected, malformed = expectation(sample)
     job.options.update(trigger_interval_seconds=str(trigger), max_offsets_per_trigger="500")  # 8 batches
     env = {faults.POINT_VARIABLE: faults.BEFORE_KAFKA_COMMIT, faults.BATCH_VARIABLE: str(stuck_batch),
            faults.MODE_VARIABLE: "hang", faults.LOG_VARIABLE: str(job.fault_log)}
@@ -126,7 +126,7 @@ def test_status_check_turns_red_within_two_triggers_of_a_stuck_sink(job):
 
     result = job.run()  # the stuck transaction is aborted by the next driver; the batch runs again
     assert result.returncode == 0, result.stdout
-    verdict = verify(job.published(), counts, malformed)
+    verdict = verify(job.published(), expected, malformed)
     assert verdict.exactly_once, verdict.problems
 
 
@@ -160,7 +160,7 @@ def test_json_logs_have_an_object_per_batch_and_per_failure_and_restart(job):
     assert batch["batch_id"] == 0 and batch["input_rows"] == 1000
     assert {"addBatch", "triggerExecution"} <= batch["duration_ms"].keys() and batch["lag"] == 1000
     published = job.published()
-    assert batch["output_records"] == sum(len(history) for history in published.counts.values()) > 0
+    assert batch["output_records"] == published.records() > 0
     assert batch["dead_letters"] == len(published.dead_letters)
     other = [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("{")]
     assert not [line for line in other if " INFO " in line or " WARN " in line], other[:20]

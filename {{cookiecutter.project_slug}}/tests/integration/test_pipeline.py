@@ -10,11 +10,12 @@ import sys
 
 import pytest
 
+from {{ cookiecutter.package_name }}.pipeline.query import as_key
+from {{ cookiecutter.package_name }}.savepoints import pinned_query
 from {{ cookiecutter.package_name }}_tools.readback import Published
-from {{ cookiecutter.package_name }}_tools.sample import as_key
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import CONFIG, merged, produce_sample
+from harness import CONFIG, assert_stops_in_one_line, expectation, produce_sample
 
 pytestmark = pytest.mark.integration
 
@@ -24,14 +25,14 @@ def run_and_check_exact(job, sample, **options: str) -> Published:
     result = job.run(**options)
     assert result.returncode == 0, result.stdout
     published = job.published()
-    counts, malformed = merged(sample)
-    verdict = verify(published, counts, malformed)
+    expected, malformed = expectation(sample)
+    verdict = verify(published, expected, malformed)
     assert verdict.exactly_once, verdict.problems
-    assert published.final_counts() == counts
+    assert published.final_answers() == expected
     # One log line per batch with input, however quickly the batches follow each other.
     logged = [int(batch) for batch in re.findall(r"\bbatch (\d+): \d+ records in", result.stdout)]
     assert len(logged) == len(set(logged)), f"a batch logged twice: {logged}"
-    published_batches = {batch for history in published.counts.values() for batch, _ in history}
+    published_batches = published.batches()
     assert published_batches <= set(logged), f"batches without their log line: {published_batches - set(logged)}"
     assert not (mismatches := job.batch_header_mismatches()), mismatches[:5]
     return published
@@ -42,9 +43,9 @@ def test_counts_over_several_partitions_are_exact(job):
     sample = produce_sample(job, count=4000, seed=11, partitions=4)
     published = run_and_check_exact(job, sample, max_offsets_per_trigger="1500")  # at least three batches
     produced_keys = {as_key(json.loads(v)[CONFIG.key_field]) for v in sample.values if v not in sample.malformed_values}
-    filtered_out = produced_keys - set(sample.expected_counts)
-    assert not filtered_out & set(published.final_counts()), f"the filter {CONFIG.filter!r} let keys through"
-    batches = {batch for history in published.counts.values() for batch, _ in history}
+    filtered_out = produced_keys - set(expectation(sample)[0])
+    assert not filtered_out & set(published.final_answers()), f"the filter {CONFIG.filter!r} let keys through"
+    batches = published.batches()
     assert len(batches) >= 3
     reasons = {d["reason"].split(":")[0] for d in published.dead_letters}
     assert {"not JSON", "not a JSON object", f"missing key field {CONFIG.key_field!r}"} <= reasons
@@ -73,21 +74,32 @@ def test_a_state_ttl_counts_through_the_python_operator(job):
 
 
 def test_restart_resumes_from_the_checkpoint_without_rereading(job):
+    """...and refuses, in one line, to resume it with a query that computes something else (its
+    record of the query, savepoints/pinned_query.py, says another one made it)."""
     first = produce_sample(job, count=1500, seed=21, partitions=4)
     assert job.run().returncode == 0
     after_first = job.published()
-    assert after_first.final_counts() == merged(first)[0]
+    assert after_first.final_answers() == expectation(first)[0]
 
     second = produce_sample(job, count=1000, seed=22, partitions=4)
+    record = job.checkpoint / pinned_query.FILE
+    ours = record.read_bytes()
+    record.write_text(json.dumps({"format": pinned_query.PINNED_FORMAT, "fingerprint": "0123456789abcdef"}))
+    refused = job.run()
+    assert refused.returncode == 2, refused.stdout[-3000:]
+    assert_stops_in_one_line(refused.stdout, "error: configuration option 'checkpoint_location': ")
+    assert "holds the state of another query (fingerprint 0123456789abcdef;" in refused.stdout
+    assert job.published().batches() == after_first.batches()
+    record.write_bytes(ours)
     result = job.run()
     assert result.returncode == 0, result.stdout
     published = job.published()
-    counts, malformed = merged(first, second)
+    expected, malformed = expectation(first, second)
     # Re-reading the first input would push every count above this.
-    verdict = verify(published, counts, malformed)
+    verdict = verify(published, expected, malformed)
     assert verdict.exactly_once, verdict.problems
-    first_run_batches = {b for h in after_first.counts.values() for b, _ in h}
-    second_run_batches = {b for h in published.counts.values() for b, _ in h} - first_run_batches
+    first_run_batches = after_first.batches()
+    second_run_batches = published.batches() - first_run_batches
     assert min(second_run_batches) > max(first_run_batches)
 
 
@@ -138,5 +150,5 @@ def test_explicit_starting_offsets_in_sparks_form_skip_what_is_before_them(job):
     result = job.run(starting_offsets=offsets)
     assert result.returncode == 0, result.stdout[-3000:]
     # Counts or dead letters of the skipped records would show as duplicated or as extra dead letters.
-    verdict = verify(job.published(), dict(counted.expected_counts), counted.malformed_values)
+    verdict = verify(job.published(), *expectation(counted))
     assert verdict.exactly_once, verdict.problems

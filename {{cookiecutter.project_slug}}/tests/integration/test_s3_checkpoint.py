@@ -31,10 +31,10 @@ def test_a_checkpoint_on_s3_holds_exactly_once_through_a_crash(job, s3_server, m
     assert recovered.returncode == 0, recovered.stdout[-3000:]
     assert s3_server.secret_key not in recovered.stdout
 
-    counts, malformed = merged(sample)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(sample)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_counts, verdict.missing_updates) == (0, 0, 0, 0)
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
     bucket, prefix = object_store.bucket_and_key(job.checkpoint_location)
     keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
     assert any("/commits/" in key for key in keys), "Spark's checkpoint is not in the bucket"

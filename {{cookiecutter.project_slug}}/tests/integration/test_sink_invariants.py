@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.sink.marker import ensure_marker_topic
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
 
-from harness import EXACTLY_ONCE, assert_stops_in_one_line, merged, produce_sample, stop, wait_until
+from harness import EXACTLY_ONCE, assert_stops_in_one_line, expectation, merged, produce_sample, stop, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -60,10 +60,10 @@ def abort_once_waited(foreign: Producer, process, log_path, seconds: float, time
     return lines
 
 
-def wait_until_published(job, expected: dict[str, int], malformed: int, process, log_path, timeout: float = 240):
+def wait_until_published(job, expected: dict[str, dict], malformed: int, process, log_path, timeout: float = 240):
     def all_published() -> bool:
         published = job.published()
-        return published.final_counts() == expected and len(published.dead_letters) == malformed
+        return published.final_answers() == expected and len(published.dead_letters) == malformed
 
     wait_until(all_published, timeout, "all published", interval=1, alive=process, log_path=log_path)
 
@@ -79,14 +79,14 @@ def test_an_older_checkpoint_copy_is_refused_even_behind_a_foreign_transaction_a
     log_path = job.workdir / "running.log"
     process = start_job(["run", "--until-idle", "400"], job.settings(), job.workdir, log_path)
     try:
-        counts, malformed = merged(first)
-        wait_until_published(job, counts, len(malformed), process, log_path)
+        expected, malformed = expectation(first)
+        wait_until_published(job, expected, len(malformed), process, log_path)
         foreign = open_foreign_transaction(job)
         copy = tmp_path / "checkpoint-copy"
         shutil.copytree(job.checkpoint, copy, ignore=shutil.ignore_patterns("driver-heartbeat*", ".*"))
         second = produce_sample(job, count=1500, seed=42, partitions=4)
-        counts, malformed = merged(first, second)
-        wait_until_published(job, counts, len(malformed), process, log_path)
+        expected, malformed = expectation(first, second)
+        wait_until_published(job, expected, len(malformed), process, log_path)
     finally:
         assert stop(process) == 0, log_path.read_text()[-3000:]
 

@@ -30,7 +30,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafka
 from {{ cookiecutter.package_name }}_tools.processes import free_port, job_command
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import JobUnderTest, answer, merged, produce_sample, stop, wait_until
+from harness import JobUnderTest, answer, expectation, produce_sample, stop, wait_until
 
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.integration]
 PASSWORD_VARIABLE = "TEST_KAFKA_SCRAM_PASSWORD"
@@ -115,8 +115,8 @@ def test_the_job_runs_exactly_once_with_the_acls_the_readme_lists_and_no_more_an
     assert any("sinks" in place for place in places), "the scan found no sink log"
 
     job.bootstrap_servers = cluster.bootstrap_servers  # read back independently, as a super user
-    counts, malformed = merged(sample)
-    verdict = verify(job.published(), counts, malformed)
+    expected, malformed = expectation(sample)
+    verdict = verify(job.published(), expected, malformed)
     assert verdict.exactly_once, verdict.problems
 
 
@@ -163,7 +163,7 @@ def test_without_one_acl_the_job_fails_in_one_line_naming_it_and_publishes_nothi
 
     job.bootstrap_servers = cluster.bootstrap_servers
     published = job.published(settle=0)
-    assert not published.counts and not published.dead_letters, "published without every ACL"
+    assert not published.answers and not published.dead_letters, "published without every ACL"
 
 
 def test_the_transactional_ids_acl_revoked_while_the_job_runs_stops_it_at_the_next_batch(kafka_cluster, cluster_job):
@@ -178,8 +178,8 @@ def test_the_transactional_ids_acl_revoked_while_the_job_runs_stops_it_at_the_ne
     process, log_path = job.start(until_idle=120, **settings)
     job.bootstrap_servers = cluster.bootstrap_servers  # the tests' side: a super user
     try:
-        counts, malformed = merged(first)
-        wait_until(lambda: verify(job.published(settle=0), counts, malformed).exactly_once, 180,
+        expected, malformed = expectation(first)
+        wait_until(lambda: verify(job.published(settle=0), expected, malformed).exactly_once, 180,
                    "the first input published", alive=process, log_path=log_path)
         revoked = grants["transactional ids WRITE"].binding(f"User:{user}")
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
@@ -195,5 +195,5 @@ def test_the_transactional_ids_acl_revoked_while_the_job_runs_stops_it_at_the_ne
     last = log_path.read_text().strip().splitlines()[-1]
     assert last.startswith(f"error: configuration option 'transactional_id_prefix': Kafka principal User:{user} "
                            f"may not WRITE the transactional ids {job.settings()['transactional_id_prefix']}-"), last
-    verdict = verify(job.published(), counts, malformed)
+    verdict = verify(job.published(), expected, malformed)
     assert verdict.exactly_once, verdict.problems

@@ -110,8 +110,8 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
                                   ("two of three brokers", (3, PRODUCING))):
         print(f"{fault} SIGKILLed at {point} in batch {batch}: batch {batch + 1} computed "
               f"{seen[(batch + 1, PRODUCING)] - seen[(batch, point)]:.1f}s later")
-    counts, malformed = merged(sample)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(sample)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
 
 
@@ -144,6 +144,6 @@ def test_a_rolling_restart_of_the_three_brokers_while_the_job_runs(kafka_cluster
     finally:
         if process.poll() is None:
             stop(process, signal.SIGKILL)
-    counts, malformed = merged(sample)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(sample)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems

@@ -50,8 +50,8 @@ def test_a_driver_started_while_two_brokers_are_down_waits_then_runs_exactly_onc
             stop(process, signal.SIGKILL)
     log = log_path.read_text()
     assert "Traceback" not in log, log[-3000:]
-    counts, malformed = merged(sample)
-    verdict = job.verify(counts, malformed)
+    kept, malformed = merged(sample)
+    verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
 
 
@@ -75,4 +75,4 @@ def test_past_the_tolerance_the_start_fails_in_one_line(kafka_cluster, cluster_j
                                            or last.startswith("error: giving up: ")), last
     assert took >= 15, took
     published = job.published()
-    assert not published.counts and not published.dead_letters, "a job that did not start published records"
+    assert not published.answers and not published.dead_letters, "a job that did not start published records"

@@ -8,10 +8,12 @@ import subprocess
 import sys
 from collections import Counter
 
+from {{ cookiecutter.package_name }}.config import JobConfig
+from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.chaos import PROFILES, VERDICT_LINE
 from {{ cookiecutter.package_name }}_tools.chaos.plan import BROKER, KILL, S3, WORKER, make_plan, room_for
-from {{ cookiecutter.package_name }}_tools.chaos.verdict import Tally, counted_key, expectation, verdict_line
+from {{ cookiecutter.package_name }}_tools.chaos.verdict import Tally, expectation, kept_event, verdict_line
 from {{ cookiecutter.package_name }}_tools.verify import Verdict
 
 QUICK, LONG = PROFILES["quick"], PROFILES["long"]
@@ -56,11 +58,12 @@ def test_no_worker_kill_is_planned_for_a_job_that_runs_no_python_worker_and_no_s
     assert {kind for plan in plans for kind, _ in plan.disruptions} == {BROKER}
 
 
-def test_the_expectation_counts_the_kept_well_formed_records_and_the_malformed_ones_as_dead_letters():
+def test_the_expectation_models_the_kept_well_formed_records_and_the_malformed_ones_as_dead_letters():
     malformed = {b"{broken"}
     values: list[bytes | None] = [b'{"k": "a"}', b'{"k": "orange"}', b"{broken", b'{"k": "a"}', None, b'{"k": "b"}']
-    counts, dead = expectation(values, counted_key("k", malformed), malformed)
-    assert (counts, dead) == ({"a": 2, "b": 1}, [b"{broken"])
+    answers, dead = expectation(values, kept_event("k", malformed), malformed,
+                                lambda events: query.model(events, JobConfig(key_field="k", schema={"k": "string"})))
+    assert (answers, dead) == ({"a": {"key": "a", "count": 2}, "b": {"key": "b", "count": 1}}, [b"{broken"])
 
 
 def test_the_verdict_line_is_the_one_the_tests_parse():

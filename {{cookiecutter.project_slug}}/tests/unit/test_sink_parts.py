@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from {{ cookiecutter.package_name }}.config import JobConfig
+from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.storage import files as storage
 from {{ cookiecutter.package_name }}_tools.readback import Published
@@ -24,12 +26,17 @@ def test_a_committed_log_entry_is_never_replaced(tmp_path):
         log.write(LogEntry(batch_id=3, status=PREPARED, transactional_ids=["t-1"]))
 
 
+def counted(n: int, key: str = "red") -> dict[str, object]:
+    return {"key": key, "count": n}
+
+
 def test_the_verifier_sees_loss_duplicates_and_bad_dead_letters():
     published = Published()
-    published.counts["red"] += [(0, 2), (1, 5), (1, 5)]
-    published.counts["blue"] += [(0, 1)]
-    verdict = verify(published, {"red": 5, "blue": 4}, [b"x"])
-    assert verdict.duplicated == 1 and verdict.not_increasing == 1 and verdict.lost == 3
+    published.answers["red"] += [(0, counted(2)), (1, counted(5)), (1, counted(5))]
+    published.answers["blue"] += [(0, counted(1, "blue"))]
+    published.answers["grey"] += [(0, counted(1, "grey"))]
+    verdict = verify(published, {"red": counted(5), "blue": counted(4, "blue")}, [b"x"])
+    assert verdict.duplicated == 2 and verdict.lost == 1  # red's batch 1 twice, grey unexpected; blue short
     assert not verdict.dead_letter_ok and not verdict.exactly_once
 
 
@@ -61,15 +68,19 @@ def test_an_unreadable_log_entry_leaves_the_decision_to_the_markers(tmp_path, co
     assert log.read(3) == entry
 
 
+def count_model(events):
+    return query.model(events, JobConfig(key_field="k", schema={"k": "string"}))
+
+
 def batches_of_red(*published: tuple[int, int]) -> Verdict:
-    """Input: 6 counted "red" events on partition 0 (offsets 0-5) and one malformed record (offset 6);
-    batches 0, 1, 2 end at offsets 2, 4, 7."""
+    """Input: 6 kept "red" events on partition 0 (offsets 0-5) and one malformed record (offset 6);
+    batches 0, 1, 2 end at offsets 2, 4, 7; the query's model is the count's."""
     records = [(0, offset, b"red") for offset in range(6)] + [(0, 6, b"oops")]
     output = Published()
-    output.counts["red"] += list(published)
-    counted = {b"red": "red"}.get
-    verdict = verify(output, {"red": 6}, [])
-    return verify_batches(verdict, output, records, counted, {0: {0: 2}, 1: {0: 4}, 2: {0: 7}})
+    output.answers["red"] += [(batch, counted(n)) for batch, n in published]
+    kept = {b"red": {"k": "red"}}.get
+    verdict = verify(output, {"red": counted(6)}, [])
+    return verify_batches(verdict, output, records, kept, {0: {0: 2}, 1: {0: 4}, 2: {0: 7}}, count_model)
 
 
 def test_every_intermediate_count_is_checked_batch_by_batch():
@@ -78,15 +89,16 @@ def test_every_intermediate_count_is_checked_batch_by_batch():
 
 def test_a_skipped_batch_is_caught_although_the_final_count_is_right():
     verdict = batches_of_red((0, 2), (2, 6))  # batch 1 lost; batch 2 brings the final count right
-    assert verify(Published(counts={"red": [(0, 2), (2, 6)]}), {"red": 6}, []).exactly_once, "the old check passes"
+    assert verify(Published(answers={"red": [(0, counted(2)), (2, counted(6))]}), {"red": counted(6)}, []
+                  ).exactly_once, "the last answers alone pass"
     assert verdict.missing_updates == 1 and not verdict.exactly_once
     assert "no record of batch 1" in verdict.problems[0]
 
 
 def test_a_count_published_from_the_wrong_ranges_is_caught():
     verdict = batches_of_red((0, 2), (1, 5), (2, 6))
-    assert verdict.wrong_counts == 1 and "batch 1: published [5], the input up to that batch says 4" in \
-        verdict.problems[0]
+    assert verdict.wrong_answers == 1 and "batch 1: published [{'key': 'red', 'count': 5}], the input up to " \
+        "that batch says {'key': 'red', 'count': 4}" in verdict.problems[0]
 
 
 def test_a_records_commit_shard_and_the_shards_digest_depend_on_the_records_only(spark):

@@ -1,14 +1,18 @@
 """The job's query: from parsed events (parsing.py) to the changes the sink publishes. Filter,
-then count by key.
-
-`OUTPUT` says what the published records mean, which is what the differential oracle of the tests
-compares (tools' differential.py):
-- "upsert": one record per key and batch, and a key's latest record is its answer (a count);
-- "append": every record is an answer of its own (the multiset of records is the output).
+then count by key. Three things here describe it, and change together:
+- `changes`: the query itself, in Spark;
+- `OUTPUT`: what its published records mean, as the tests' differential oracle compares them
+  (tools' differential.py): "upsert", one record per key and batch, a key's latest record its
+  answer (a count); or "append", every record an answer of its own;
+- `model`: the same query in plain Python, one event at a time, which the tests hold the job's
+  output to, batch by batch (tools' verify.py).
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
 
 from pyspark.sql import DataFrame
@@ -39,3 +43,23 @@ def count_by_key(events: DataFrame, config: JobConfig, seed: DataFrame | None = 
 def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
     """The whole query: parsed events in, changes out."""
     return count_by_key(keep_matching(events, config), config, seed)
+
+
+Answer = dict[str, object]  # an output record's value, without the batch id the sink adds
+
+
+def model(events: Iterable[Mapping[str, object]], config: JobConfig) -> Iterator[tuple[str, Answer]]:
+    """The query in plain Python: for each event the filter keeps (the tests evaluate the filter
+    with Spark SQL, apart from the job), in input order, the key whose answer it changes and the
+    new answer. What a key's answer is after a batch must not depend on the order of the batch's
+    events (a batch reads its partitions in parallel)."""
+    counts: Counter[str] = Counter()
+    for event in events:
+        key = as_key(event[config.key_field])
+        counts[key] += 1
+        yield key, {"key": key, "count": counts[key]}
+
+
+def as_key(value: object) -> str:
+    """A field as the output key holds it: Spark's cast to string."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)

@@ -60,6 +60,9 @@ ORIGIN_FILE = "savepoint-origin.json"
 SEED_DIR = "savepoint-seed"
 # A savepoint records these options; a restore with other values of them is refused.
 MEANING = ("key_field", "schema")
+# The manifest's record of the query its state was computed by (pipeline/fingerprint.py); absent
+# from savepoints taken before it was recorded.
+QUERY_FINGERPRINT = "query_fingerprint"
 # And these, for the record (a restore may change them).
 RECORDED = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic", "filter", "sink_id",
             "transactional_id_prefix", "commit_shards", "shuffle_partitions", "state_ttl_seconds")
@@ -261,6 +264,9 @@ def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dic
     (effective_config); `markers`: its sink's last published batch per shard, read settled."""
     from pyspark.sql import functions as F
 
+    from ..pipeline.fingerprint import fingerprint
+    from .pinned_query import read_pinned as read_pinned_query
+
     fs, base = filesystem(to)
     where = resolve_location(to)
     if exists(fs, f"{base}/{MANIFEST}"):
@@ -286,7 +292,8 @@ def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dic
         generation=origin.generation if origin else 0, sink_id=effective.sink_id,
         source_offsets={config.input_topic: offsets},
         published={str(shard): batch for shard, batch in sorted(markers.items())},
-        config={name: getattr(config, name) for name in (*MEANING, *RECORDED)},
+        config={**{name: getattr(config, name) for name in (*MEANING, *RECORDED)},
+                QUERY_FINGERPRINT: read_pinned_query(location) or fingerprint(config)},
         keys=int(totals["keys"]), total=int(totals["total"] or 0), files=files)
     write_atomic(fs, f"{base}/{MANIFEST}", manifest.to_json())
     return manifest
@@ -302,6 +309,14 @@ def check_restorable(manifest: Manifest, config: JobConfig, where: str, markers_
         if manifest.config.get(option) != getattr(config, option):
             raise SavepointError(option, f"{getattr(config, option)!r}, but savepoint {where} was taken with "
                                  f"{manifest.config.get(option)!r}: its counts mean something else")
+    from ..pipeline.fingerprint import fingerprint
+
+    saved, now = manifest.config.get(QUERY_FINGERPRINT), fingerprint(config)
+    if saved is not None and saved != now:
+        raise SavepointError("savepoint", f"{where} holds the state of another query (fingerprint {saved}; "
+                             f"pipeline/query.py now computes {now}): resumed, the new query would go on from the "
+                             "old one's answers. Put the old query back to resume from it, or start on a new "
+                             "checkpoint_location with a new sink_id.")
     if manifest.config.get("input_topic") != config.input_topic:
         raise SavepointError("input_topic", f"{config.input_topic!r}, but savepoint {where} holds offsets of "
                              f"{manifest.config.get('input_topic')!r}")

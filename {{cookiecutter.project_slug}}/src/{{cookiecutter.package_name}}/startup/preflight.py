@@ -15,7 +15,9 @@ from ..config import ConfigError, JobConfig
 from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
 from ..kafka import permissions
 from ..kafka.client import cluster_topics, librdkafka_config
+from ..pipeline.fingerprint import fingerprint
 from ..pipeline.parsing import event_schema
+from ..savepoints.pinned_query import check_and_pin as check_and_pin_query
 from ..sink.coordinator import markers_went_back
 from ..sink.marker import MarkerTopicUnfit, ensure_marker_topic, read_marker_values, read_markers
 from ..sink.pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
@@ -155,6 +157,12 @@ def check_pinned_sink_settings(config: JobConfig) -> None:
         log.warning("sink settings changed since the last run (%s); no batch was in doubt", ", ".join(changed))
 
 
+def check_pinned_query(config: JobConfig) -> None:
+    """The checkpoint's state was computed by the query the job now runs (pipeline/fingerprint.py)."""
+    if check_and_pin_query(resolve_location(config.checkpoint_location), fingerprint(config)):
+        log.warning("the checkpoint had no record of its query: the query now is taken as the one it was made by")
+
+
 def check_checkpoint_against_markers(config: JobConfig) -> None:
     """A checkpoint older than what the sink published (restored from a copy) would plan new
     ranges for batches the markers say are published: they would be skipped, or published twice.
@@ -258,6 +266,7 @@ def _check_sink(config: JobConfig) -> None:
     check_transactional_ids(config)
     check_marker_topic(config)
     check_pinned_sink_settings(config)
+    check_pinned_query(config)
     check_checkpoint_against_markers(config)
     check_sink_identity(config)
 

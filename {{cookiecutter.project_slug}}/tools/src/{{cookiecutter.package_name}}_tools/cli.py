@@ -46,9 +46,14 @@ def _produce_sample(args: argparse.Namespace) -> int:
             spark.stop()
     produce(config.bootstrap_servers, config.input_topic, sample.values, client=config.kafka)
     print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed)"
-          + ("; the counts the job should publish:" if args.expected else ""))
+          + ("; what the job should publish last for each key:" if args.expected else ""))
     if args.expected:
-        print(json.dumps(dict(sorted(sample.expected_counts.items())), indent=1))
+        from {{ cookiecutter.package_name }}.pipeline import query
+
+        from .verify import expected_answers
+
+        answers = expected_answers(lambda events: query.model(events, config), sample.kept_events)
+        print(json.dumps(dict(sorted(answers.items())), indent=1))
     return 0
 
 

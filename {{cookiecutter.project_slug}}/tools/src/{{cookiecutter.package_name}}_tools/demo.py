@@ -1,5 +1,5 @@
 """`demo`: a local Kafka, sample events, the job run until the input is drained, and the
-published counts (read with read_committed) printed next to the expected ones."""
+answers it published (read with read_committed) printed next to those the query's model expects."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, load_config
 from {{ cookiecutter.package_name }}.kafka.topics import create_topics
+from {{ cookiecutter.package_name }}.pipeline import query
 
 from .kafka_local import daemon
-from .readback import read_published
+from .readback import Answer, read_published
 from .sample import configured_sample, produce, spark_filter
+from .verify import expected_answers
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
         started = time.monotonic()
         spark = spark_session(config)
         try:
-            # The expected counts: the configured filter evaluated by Spark SQL on the events, apart from the job.
+            # The kept events: the configured filter evaluated by Spark SQL on the events, apart from the job.
             keep = spark_filter(spark, config.filter, config.schema)
             sample = configured_sample(config, keep, count, seed=7, malformed_rate=0.01)
             produce(config.bootstrap_servers, config.input_topic, sample.values)
@@ -53,21 +55,31 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
             spark.stop()
         elapsed = time.monotonic() - started
         published = read_published(config.bootstrap_servers, config.output_topic, config.dead_letter_topic)
-        return _report(published.final_counts(), dict(sample.expected_counts), len(published.dead_letters),
-                       sample.malformed, count, elapsed)
+        expected = expected_answers(lambda events: query.model(events, config), sample.kept_events)
+        return _report(published.final_answers(), expected, len(published.dead_letters), sample.malformed, count,
+                       elapsed)
     finally:
         if not keep_kafka and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
             daemon.down(workdir / "kafka")
 
 
-def _report(counts: dict[str, int], expected: dict[str, int], dead: int, malformed: int,
+def _report(answers: dict[str, Answer], expected: dict[str, Answer], dead: int, malformed: int,
             total: int, elapsed: float) -> int:
-    print(f"\n{'key':<12}{'published':>12}{'expected':>12}")
-    keys = sorted(set(counts) | set(expected))
-    for key in keys:
-        mark = "" if counts.get(key) == expected.get(key) else "   <-- MISMATCH"
-        print(f"{key:<12}{counts.get(key, 0):>12}{expected.get(key, 0):>12}{mark}")
-    print(f"{'dead letters':<12}{dead:>12}{malformed:>12}")
-    ok = counts == expected and dead == malformed
+    """Each key's last published answer (the output value without the batch id) beside the
+    query's model's, then the dead letters beside the malformed records produced."""
+    print(f"\n{'key':<14}last answer published (read_committed)")
+    for key in sorted(set(answers) | set(expected)):
+        got, wanted = answers.get(key), expected.get(key)
+        shown = _shown(got) if got == wanted else f"{_shown(got)}, expected {_shown(wanted)}   <-- MISMATCH"
+        print(f"{key:<14}{shown}")
+    print(f"{'dead letters':<14}{dead} ({malformed} malformed records produced)")
+    ok = answers == expected and dead == malformed
     print(f"\ndemo: {'OK' if ok else 'FAILED'}: {total} events in {elapsed:.1f}s (including Spark start-up)")
     return 0 if ok else 1
+
+
+def _shown(answer: Answer | None) -> str:
+    """An answer without the key it repeats."""
+    if answer is None:
+        return "-"
+    return ", ".join(f"{name} {value}" for name, value in answer.items() if name != "key")

@@ -18,15 +18,25 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 SETTLE_SECONDS = 10.0
 
 
+Answer = dict[str, object]  # an output record's value, without the batch id the sink adds
+
+
 @dataclass
 class Published:
-    """Every published count, per key in publication order, and the dead letters."""
+    """Every published answer, per key in publication order, and the dead letters."""
 
-    counts: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (batch, count)
+    answers: dict[str, list[tuple[int, Answer]]] = field(default_factory=lambda: defaultdict(list))  # (batch, .)
     dead_letters: list[dict] = field(default_factory=list)
 
-    def final_counts(self) -> dict[str, int]:
-        return {key: history[-1][1] for key, history in self.counts.items()}
+    def final_answers(self) -> dict[str, Answer]:
+        return {key: history[-1][1] for key, history in self.answers.items()}
+
+    def batches(self) -> set[int]:
+        """The batches with an output record."""
+        return {batch for history in self.answers.values() for batch, _ in history}
+
+    def records(self) -> int:
+        return sum(len(history) for history in self.answers.values())
 
 
 def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_committed",
@@ -124,9 +134,10 @@ def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic:
     """What a read_committed consumer sees; `settle=0` reads at once, where a transaction is
     known to be left open."""
     published = Published()
-    for _key, value in read_topic(bootstrap_servers, output_topic, settle=settle):
-        record = json.loads(value or b"null")
-        published.counts[record["key"]].append((record["batch_id"], record["count"]))
+    for key, value in read_topic(bootstrap_servers, output_topic, settle=settle):
+        answer = json.loads(value or b"null")
+        batch = answer.pop("batch_id")
+        published.answers[(key or b"").decode()].append((batch, answer))
     published.dead_letters = [json.loads(value or b"null")
                               for _key, value in read_topic(bootstrap_servers, dead_letter_topic, settle=settle)]
     return published

@@ -1,46 +1,60 @@
-"""An independent check of what a read_committed consumer sees, against what the input
-says the output must be. Used by the tests, the chaos runner and the benchmarks."""
+"""An independent check of what a read_committed consumer sees, against what the input says the
+output must be: the query's model (pipeline/query.py's `model`, the query in plain Python) run
+over the input read back with its offsets, batch by batch. Used by the tests and the chaos
+runner. Nothing here knows what the query computes: a team that changes the query changes its
+model beside it, and this check holds the job to the new one. Beside it, the differential oracle
+(differential.py) compares a faulted run with a run without faults."""
 
 from __future__ import annotations
 
 import base64
-import itertools
+import bisect
+import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from .readback import Published
+from .readback import Answer, Published
+
+Event = Mapping[str, object]
+# The query's model: for each kept event, in order, the key whose answer it changes and the new answer.
+Model = Callable[[Iterable[Event]], Iterator[tuple[str, Answer]]]
+Positioned = tuple[int, int, bytes | None]  # an input record: (partition, offset, value)
 
 
 @dataclass
 class Verdict:
-    lost: int = 0  # counts short of the expectation, summed over keys
-    duplicated: int = 0  # a (key, batch) published twice, or a count above the expectation
-    not_increasing: int = 0  # a key's published count that did not grow
-    wrong_counts: int = 0  # a (key, batch) whose count is not what the input up to that batch says
-    missing_updates: int = 0  # a key the input changed in a batch, with no record of that batch
+    lost: int = 0  # keys whose last published answer is missing or not the model's
+    duplicated: int = 0  # a (key, batch) published twice, or a key the model gives no answer for
+    wrong_answers: int = 0  # a (key, batch) whose answer is not the model's after the input up to that batch
+    missing_updates: int = 0  # a key whose answer the input changed in a batch, with no record of that batch
     dead_letter_ok: bool = True
     problems: list[str] = field(default_factory=list)
 
     @property
     def exactly_once(self) -> bool:
-        return (self.lost == 0 and self.duplicated == 0 and self.not_increasing == 0 and self.wrong_counts == 0
-                and self.missing_updates == 0 and self.dead_letter_ok)
+        return (self.lost == 0 and self.duplicated == 0 and self.wrong_answers == 0 and self.missing_updates == 0
+                and self.dead_letter_ok)
 
 
-def verify(published: Published, expected_counts: dict[str, int], malformed_values: list[bytes]) -> Verdict:
+def expected_answers(model: Model, events: Iterable[Event]) -> dict[str, Answer]:
+    """Each key's answer after all of `events` (the kept ones, in input order)."""
+    return {key: _plain(answer) for key, answer in model(events)}
+
+
+def verify(published: Published, expected: Mapping[str, Answer], malformed_values: list[bytes]) -> Verdict:
+    """The last answer per key, no key twice in one batch, and the dead letters."""
     verdict = Verdict()
-    for key in sorted(set(published.counts) | set(expected_counts)):
-        history = published.counts.get(key, [])
-        batches = Counter(batch for batch, _ in history)
-        repeats = sum(n - 1 for n in batches.values())
-        final = history[-1][1] if history else 0
-        wanted = expected_counts.get(key, 0)
-        verdict.duplicated += repeats + max(0, final - wanted)
-        verdict.lost += max(0, wanted - final)
-        verdict.not_increasing += sum(1 for (_, a), (_, b) in itertools.pairwise(history) if b <= a)
+    for key in sorted(set(published.answers) | set(expected)):
+        history = published.answers.get(key, [])
+        repeats = sum(n - 1 for n in Counter(batch for batch, _ in history).values())
+        final = history[-1][1] if history else None
+        wanted = expected.get(key)
+        verdict.duplicated += repeats + (wanted is None)
+        verdict.lost += wanted is not None and final != wanted
         if repeats or final != wanted:
-            verdict.problems.append(f"key {key!r}: final {final}, expected {wanted}, batches repeated {repeats}")
+            verdict.problems.append(f"key {key!r}: last published {final}, expected {wanted}, "
+                                    f"batches repeated {repeats}")
     coordinates = Counter(
         (d["source_topic"], d["source_partition"], d["source_offset"]) for d in published.dead_letters
     )
@@ -55,47 +69,68 @@ def verify(published: Published, expected_counts: dict[str, int], malformed_valu
     return verdict
 
 
-def verify_batches(verdict: Verdict, published: Published, records: Iterable[tuple[int, int, bytes | None]],
-                   counted_key: Callable[[bytes | None], str | None], batch_ends: dict[int, dict[int, int]]) -> Verdict:
-    """Every intermediate count, batch by batch: batch N covers the input below its end offsets
-    (Spark's `offsets/N`), so after N each key's count is the number of its counted input
-    records there. A published (key, N) must say exactly that, and every key whose count
-    changed in N must have a record of N: a batch skipped, or published from other ranges,
-    is seen here even when later batches bring the final counts right.
+def verify_batches(verdict: Verdict, published: Published, records: Iterable[Positioned],
+                   kept_event: Callable[[bytes | None], Event | None], batch_ends: dict[int, dict[int, int]],
+                   model: Model) -> Verdict:
+    """Every intermediate answer, batch by batch: batch N covers the input below its end offsets
+    (Spark's `offsets/N`), so after N each key's answer is the model's after the kept input there.
+    A published (key, N) must say exactly that, and every key whose answer changed in N must have
+    a record of N: a batch skipped, or published from other ranges, is seen here even when later
+    batches bring the final answers right.
 
-    `records` are the input's (partition, offset, value), read back independently;
-    `counted_key` says which key a value counts for (None: malformed or filtered out)."""
-    keyed = [(partition, offset, key) for partition, offset, value in records
-             if (key := counted_key(value)) is not None]
-    published_in: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for key, history in published.counts.items():
-        for batch, count in history:
-            published_in[batch][key].add(count)
-    previous: Counter[str] = Counter()
+    `records` are the input's (partition, offset, value), read back independently; `kept_event`
+    parses a value the filter keeps (None: malformed or filtered out)."""
+    in_batches = _by_batch(records, kept_event, batch_ends)
+    changed: dict[int, dict[str, Answer]] = defaultdict(dict)
+    for (batch, _event), (key, answer) in zip(in_batches, model(event for _b, event in in_batches), strict=True):
+        changed[batch][key] = _plain(answer)
+    published_in: dict[int, dict[str, list[Answer]]] = defaultdict(lambda: defaultdict(list))
+    for key, history in published.answers.items():
+        for batch, answer in history:
+            published_in[batch][key].append(answer)
+    answers: dict[str, Answer] = {}
     for batch in sorted(batch_ends):
-        ends = batch_ends[batch]
-        expected = Counter(key for partition, offset, key in keyed if offset < ends.get(partition, 0))
-        for key in sorted(set(expected) | set(published_in[batch])):
-            counts = published_in[batch].get(key)
-            if counts is None:
-                if expected[key] != previous[key]:
+        previous = dict(answers)
+        answers.update(changed[batch])
+        for key in sorted(set(changed[batch]) | set(published_in[batch])):
+            found = published_in[batch].get(key)
+            if found is None:
+                if answers.get(key) != previous.get(key):
                     verdict.missing_updates += 1
                     verdict.problems.append(f"key {key!r}: no record of batch {batch}, whose input took its "
-                                            f"count from {previous[key]} to {expected[key]}")
+                                            f"answer from {previous.get(key)} to {answers.get(key)}")
                 continue
-            wrong = {c for c in counts if c != expected[key]}
-            if wrong:
-                verdict.wrong_counts += 1
-                verdict.problems.append(f"key {key!r}, batch {batch}: published {sorted(counts)}, the input up to "
-                                        f"that batch says {expected[key]}")
-        previous = expected
+            if any(answer != answers.get(key) for answer in found):
+                verdict.wrong_answers += 1
+                verdict.problems.append(f"key {key!r}, batch {batch}: published {found}, the input up to "
+                                        f"that batch says {answers.get(key)}")
     return verdict
 
 
-def judge(published: Published, expected_counts: dict[str, int], malformed_values: list[bytes],
-          records: Iterable[tuple[int, int, bytes | None]], counted_key: Callable[[bytes | None], str | None],
-          batch_ends: dict[int, dict[int, int]]) -> Verdict:
-    """The whole verdict on a run, as the tests and the chaos runner give it: the final counts and
-    the dead letters (verify), then every intermediate count batch by batch (verify_batches)."""
-    return verify_batches(verify(published, expected_counts, malformed_values), published, records, counted_key,
-                          batch_ends)
+def judge(published: Published, expected: Mapping[str, Answer], malformed_values: list[bytes],
+          records: Iterable[Positioned], kept_event: Callable[[bytes | None], Event | None],
+          batch_ends: dict[int, dict[int, int]], model: Model) -> Verdict:
+    """The whole verdict on a run, as the tests and the chaos runner give it: the last answers and
+    the dead letters (verify), then every intermediate answer batch by batch (verify_batches)."""
+    return verify_batches(verify(published, expected, malformed_values), published, records, kept_event,
+                          batch_ends, model)
+
+
+def _by_batch(records: Iterable[Positioned], kept_event: Callable[[bytes | None], Event | None],
+              batch_ends: dict[int, dict[int, int]]) -> list[tuple[int, Event]]:
+    """The kept events of the batches Spark committed, in batch order, then partition and offset."""
+    batches = sorted(batch_ends)
+    ends = {partition: [batch_ends[b].get(partition, 0) for b in batches]
+            for partition in {p for end in batch_ends.values() for p in end}}
+    placed = []
+    for partition, offset, value in sorted(records, key=lambda record: record[:2]):
+        at = bisect.bisect_right(ends.get(partition, []), offset)  # the first batch ending past the offset
+        if at < len(batches) and (event := kept_event(value)) is not None:
+            placed.append((batches[at], partition, offset, event))
+    placed.sort(key=lambda item: item[:3])
+    return [(batch, event) for batch, _p, _o, event in placed]
+
+
+def _plain(answer: Answer) -> Answer:
+    """An answer as a JSON reader sees it (tuples as lists, no non-JSON types)."""
+    return json.loads(json.dumps(answer))

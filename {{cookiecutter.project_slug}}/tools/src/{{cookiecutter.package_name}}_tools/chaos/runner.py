@@ -301,6 +301,8 @@ class Chaos:
 
     # -- the independent check ----------------------------------------------------------------
     def verify(self, malformed_values: list[bytes], completed: bool) -> int:
+        from {{ cookiecutter.package_name }}.config import JobConfig
+        from {{ cookiecutter.package_name }}.pipeline import query
         from {{ cookiecutter.package_name }}.storage.checkpoint import batch_ends
         from {{ cookiecutter.package_name }}.storage.files import resolve_location
 
@@ -312,7 +314,7 @@ class Chaos:
                                                        self.dead_letter_topic), self.say)
         verdict, records = judge_run(inputs, published, malformed_values, self.key_field,
                                      batch_ends(resolve_location(self.checkpoint_location), self.input_topic),
-                                     self.say)
+                                     self.say, lambda events: query.model(events, JobConfig()))
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
         self.say(f"summary: {self.tally.summary()} completed={str(completed).lower()} "

@@ -1,6 +1,6 @@
 """The chaos run's verdict: what a read_committed consumer sees, against what the input topic
-itself says the output must be. It shares nothing with the job but the topic names, and the
-judgement is the tests' own (verify.judge)."""
+itself says the output must be. It shares nothing with the job but the topic names and the
+query's model (pipeline/query.py), and the judgement is the tests' own (verify.judge)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..verify import Verdict, judge
+from ..readback import Answer
+from ..verify import Event, Model, Verdict, expected_answers, judge
 
 # The last line of a run, for machines (the tests read it).
 VERDICT_LINE = re.compile(
@@ -43,22 +44,24 @@ class Tally:
                 f"unexpected_exits={self.unexpected_exits}")
 
 
-def counted_key(key_field: str, malformed: set[bytes]) -> Callable[[bytes | None], str | None]:
-    """The key an input value counts for under the run's filter; None: malformed or filtered out."""
-    def key_of(value: bytes | None) -> str | None:
+def kept_event(key_field: str, malformed: set[bytes]) -> Callable[[bytes | None], Event | None]:
+    """An input value as an event, if the run's filter keeps it; None: malformed or filtered out."""
+    def parse(value: bytes | None) -> Event | None:
         if value is None or value in malformed:
             return None
-        key = json.loads(value)[key_field]
-        return None if key == EXCLUDED_KEY else key
+        event = json.loads(value)
+        return None if event[key_field] == EXCLUDED_KEY else event
 
-    return key_of
+    return parse
 
 
-def expectation(values: list[bytes | None], key_of: Callable[[bytes | None], str | None], malformed: set[bytes]
-                ) -> tuple[dict[str, int], list[bytes]]:
-    """The final counts and the dead letters that the input read back calls for."""
-    counts = Counter(key for value in values if (key := key_of(value)) is not None)
-    return dict(counts), [value for value in values if value is not None and value in malformed]
+def expectation(values: Iterable[bytes | None], kept: Callable[[bytes | None], Event | None], malformed: set[bytes],
+                model: Model) -> tuple[dict[str, Answer], list[bytes]]:
+    """The last answer per key (the query's model over the kept events) and the dead letters that
+    the input read back calls for."""
+    values = list(values)
+    events = [event for value in values if (event := kept(value)) is not None]
+    return expected_answers(model, events), [value for value in values if value is not None and value in malformed]
 
 
 def retried(read: Callable[[], Any], say: Callable[[str], None], attempts: int = 3) -> Any:
@@ -75,18 +78,17 @@ def retried(read: Callable[[], Any], say: Callable[[str], None], attempts: int =
 
 
 def judge_run(positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
-              key_field: str, batch_ends: dict[int, dict[int, int]], say: Callable[[str], None]
+              key_field: str, batch_ends: dict[int, dict[int, int]], say: Callable[[str], None], model: Model
               ) -> tuple[Verdict, int]:
     """The verdict on the output, and the number of records the input topic holds."""
     malformed = set(malformed_values)
-    key_of = counted_key(key_field, malformed)
-    expected, malformed_read = expectation([value for _p, _o, value in positioned], key_of, malformed)
-    verdict = judge(published, expected, malformed_read, positioned, key_of, batch_ends)
-    batches = {batch for history in published.counts.values() for batch, _ in history}
-    say(f"verify (read_committed): {sum(len(h) for h in published.counts.values())} count records "
-        f"for {len(published.counts)} keys over {len(batches)} batches, {len(published.dead_letters)} "
-        f"dead letters ({len(malformed_read)} malformed records in the input); not_increasing="
-        f"{verdict.not_increasing} wrong_counts={verdict.wrong_counts} missing_updates={verdict.missing_updates}")
+    kept = kept_event(key_field, malformed)
+    expected, malformed_read = expectation((value for _p, _o, value in positioned), kept, malformed, model)
+    verdict = judge(published, expected, malformed_read, positioned, kept, batch_ends, model)
+    say(f"verify (read_committed): {published.records()} output records for {len(published.answers)} keys over "
+        f"{len(published.batches())} batches, {len(published.dead_letters)} dead letters ({len(malformed_read)} "
+        f"malformed records in the input); wrong_answers={verdict.wrong_answers} "
+        f"missing_updates={verdict.missing_updates}")
     for problem in verdict.problems[:10]:
         say(f"  problem: {problem}")
     if len(verdict.problems) > 10:
