@@ -22,7 +22,7 @@ DEFAULT_CONFIG = DEFAULT_CONFIG_PATH
 
 def add_config_options(command: argparse.ArgumentParser) -> None:
     """--config and --set, for a command that reads the job's configuration (configuration())."""
-    command.add_argument("--config", help=f"job file (default: {DEFAULT_CONFIG} when present)")
+    command.add_argument("--config", metavar="FILE", help=f"job file (default: {DEFAULT_CONFIG} when present)")
     command.add_argument("--set", action="append", metavar="OPTION=VALUE", help="override one option")
 
 
@@ -91,6 +91,10 @@ def _status(args: argparse.Namespace) -> int:
     from .operations.status import print_status, problems, report
     from .savepoints import commands
 
+    if args.check and args.max_batch_age is None and args.max_lag is None:
+        report_exit("status --check needs a limit: --max-batch-age S, --max-lag N or both (without one, a "
+                    "probe would pass whatever the job does)")
+        return 2
     given = configuration(args)
     reach_storage(given)
     config = commands.effective_config(given)
@@ -167,17 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
     status = command("status", _status, "last committed batches, their offsets, sink log and lag")
     status.add_argument("--json", action="store_true", help="print it as one JSON object")
     status.add_argument("--check", action="store_true",
-                        help="exit 1 when the job is stuck or falling behind (with the limits below)")
+                        help="exit 1 when the job is stuck or falling behind (needs one of the limits below)")
     status.add_argument("--max-batch-age", type=float, metavar="S",
                         help="stuck: input waits and no batch was committed for S seconds")
     status.add_argument("--max-lag", type=int, metavar="N", help="falling behind: more than N input records wait")
     savepoint = command("savepoint", _savepoint,
                         "create: stop the job at a batch boundary (if it runs) and save its state and positions; "
                         "inspect: show a savepoint")
-    savepoint.add_argument("action", choices=["create", "inspect"])
+    savepoint.add_argument("action", choices=["create", "inspect"], help="take a savepoint, or show one")
     savepoint.add_argument("path", nargs="?", help="inspect: the savepoint")
     savepoint.add_argument("--to", metavar="PATH", help="create: a new local path or s3:// location")
-    savepoint.add_argument("--timeout", type=float, default=600.0,
+    savepoint.add_argument("--timeout", type=float, default=600.0, metavar="S",
                            help="create: how long to wait for a running job to stop (default 600 s)")
     savepoint.add_argument("--json", action="store_true", help="inspect: print it as one JSON object")
     savepoint.add_argument("--limit", type=int, default=20, help="inspect: the keys shown, largest counts first")
@@ -185,8 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_argument("--json", action="store_true", help="print it as one JSON object")
     state.add_argument("--limit", type=int, default=20, help="the keys shown, largest counts first (default 20)")
     topics = command("topics", _topics, "create the job's input, output and dead-letter topics if missing")
-    topics.add_argument("action", choices=["create"])
-    topics.add_argument("--partitions", type=int, default=4)
+    topics.add_argument("action", choices=["create"], help="create the topics that are missing")
+    topics.add_argument("--partitions", type=int, default=4, help="partitions of each topic created")
     command("config", _show_config, "print the effective configuration")
     return parser
 

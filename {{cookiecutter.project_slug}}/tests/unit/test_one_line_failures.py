@@ -55,7 +55,7 @@ def test_each_kafka_facing_command_fails_in_one_line_naming_bootstrap_servers(tm
 
 S3_COMMANDS = {  # each reads or writes a location on S3 first: the checkpoint, or the savepoint given
     "status": [*JOB, "status"],
-    "status --check": [*JOB, "status", "--check"],
+    "status --check": [*JOB, "status", "--check", "--max-batch-age", "300"],
     "state": [*JOB, "state"],
     "savepoint create": [*JOB, "savepoint", "create", "--to", "s3a://savepoints/one"],
     "savepoint inspect": [*JOB, "savepoint", "inspect", "s3a://savepoints/one"],

@@ -59,3 +59,17 @@ def test_the_outage_the_driver_reports_ages_with_its_heartbeat(tmp_path):
     assert driver_status(str(tmp_path), now) == {"host": "h", "pid": 7, "heartbeat_age_seconds": 4.0,
                                            "kafka_unreachable_seconds": 44.0}
     assert driver_status(str(tmp_path), now + 60) is None  # a stale heartbeat: no driver
+
+
+def test_a_check_without_a_limit_is_refused_in_one_line(tmp_path):
+    """`status --check` alone would pass whatever the job does while Kafka answers: refused before
+    anything is read."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "{{ cookiecutter.package_name }}", "status", "--check"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: status --check needs a limit: --max-batch-age S"), result.stderr
+    assert "Traceback" not in result.stderr

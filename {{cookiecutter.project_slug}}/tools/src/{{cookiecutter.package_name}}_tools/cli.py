@@ -105,6 +105,13 @@ def _stdout_to_stderr(active: bool) -> Iterator[None]:
         os.close(saved)
 
 
+def _reference(args: argparse.Namespace) -> int:
+    from .reference import cli_reference
+
+    print(cli_reference(), end="")
+    return 0
+
+
 def _tool(name: str) -> Callable[[argparse.Namespace], int]:
     """`chaos` and `bench` are imported only when used."""
     return lambda args: importlib.import_module(f".{name}", __package__).run(args)
@@ -122,14 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sample = command("produce-sample", _produce_sample, "write sample events to the input topic")
     add_config_options(sample)
-    sample.add_argument("--count", type=int, default=10_000)
-    sample.add_argument("--seed", type=int, default=1)
-    sample.add_argument("--malformed-rate", type=float, default=0.01)
+    sample.add_argument("--count", type=int, default=10_000, help="events to write")
+    sample.add_argument("--seed", type=int, default=1, help="the same seed writes the same events")
+    sample.add_argument("--malformed-rate", type=float, default=0.01, metavar="RATE",
+                        help="the share of records that are not valid events (dead letters)")
     sample.add_argument("--expected", action="store_true",
-                        help="also print the counts the job should publish (starts a local Spark for the filter)")
+                        help="also print each key's last answer the job should publish (the query's model; starts a "
+                             "local Spark for the filter)")
     demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data")
-    demo.add_argument("--count", type=int, default=20_000)
-    demo.add_argument("--workdir", default="demo-run")
+    demo.add_argument("--count", type=int, default=20_000, help="sample events to run through the job")
+    demo.add_argument("--workdir", default="demo-run", help="the broker, checkpoint and logs of the run")
     demo.add_argument("--keep-kafka", action="store_true", help="leave the local broker running afterwards")
     for name, help_text in (("chaos", "kill the job, its workers and the broker at random; verify the output"),
                             ("bench", "measure throughput, latency and recovery side by side with alternatives")):
@@ -138,8 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     startup = command("bench-startup", _tool("bench.startup"),
                       "where a start and a restart after SIGKILL go, next to Spark's own pipeline")
     importlib.import_module(".bench.startup", __package__).add_arguments(startup)
+    command("reference", _reference, "print the command-line reference (docs/cli.md) from the parsers")
     kafka = command("kafka", _kafka, "start or stop a local Kafka: one broker, or a cluster of three")
-    kafka.add_argument("action", choices=["up", "down"])
+    kafka.add_argument("action", choices=["up", "down"], help="start (printing the address), or stop")
     kafka.add_argument("--brokers", type=int, default=1,
                        help="1 (default), or 3: three brokers, each a KRaft controller too, topics with "
                             "3 replicas and min.insync.replicas=2")

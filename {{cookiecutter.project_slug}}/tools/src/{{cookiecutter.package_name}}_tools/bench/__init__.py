@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(adds 20+ minutes)")
     parser.add_argument("--scaling-dimensions", default="keys,partitions,shards",
                         help="the --scaling dimensions to run, a subset of keys,partitions,shards (default all)")
-    parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=6, help="the same seed produces the same input")
 
 
 def run(args: argparse.Namespace) -> int:
