@@ -298,18 +298,19 @@ def _check_numbers(config: JobConfig) -> None:
         raise ConfigError("metrics_port", f"the Spark UI already uses port {config.ui_port} (ui_port)")
 
 
-# The deploy manifest's checkpoint until someone names theirs: a job must never start on it.
-CHECKPOINT_PLACEHOLDER = "CHANGE-ME"
-
-
 def _check_required_text(config: JobConfig) -> None:
     for option, hint in (("bootstrap_servers", ""), ("checkpoint_location", ""),
                          ("filter", "; use 'true' to count every event")):
         if not getattr(config, option).strip():
             raise ConfigError(option, f"must not be empty{hint}")
-    if CHECKPOINT_PLACEHOLDER in config.checkpoint_location:
-        raise ConfigError("checkpoint_location", f"{config.checkpoint_location!r} is the deployment's placeholder: "
-                                                 "set it to the job's checkpoint on shared storage (s3a://, hdfs://)")
+    if config.spark_master.startswith("k8s://") and _relative_path(config.checkpoint_location):
+        raise ConfigError("checkpoint_location", f"{config.checkpoint_location!r} is a path on the driver pod's own "
+                                                 "disk, gone with the pod: set it to shared storage (s3a://, hdfs://, "
+                                                 "or an absolute path on a shared volume)")
+
+
+def _relative_path(location: str) -> bool:
+    return "://" not in location and not location.startswith(("/", "file:"))
 
 
 def _check_client_settings(config: JobConfig) -> None:
