@@ -127,6 +127,32 @@ def test_a_heartbeat_that_recovers_in_time_stops_nothing(tmp_path, monkeypatch):
     beat.stop()
 
 
+def test_a_driver_that_wakes_to_a_newer_drivers_heartbeat_yields_and_leaves_it(tmp_path):
+    """A zombie: the heartbeat file is another driver's, fresh, of a driver started later. The
+    older one says so once, stops beating and leaves the file; the newer one sees nothing."""
+    from {{ cookiecutter.package_name }}.storage import driver_presence
+
+    older = Heartbeat(str(tmp_path), on_stop=lambda _reason: None, on_lost=lambda _reason: None, interval=0.05)
+    taken: list[str] = []
+    older.on_taken_over = taken.append
+    time.sleep(0.01)
+    newer = Heartbeat(str(tmp_path), on_stop=lambda _reason: None, on_lost=lambda _reason: None, interval=0.05)
+    older.beat["pid"] = newer.beat["pid"] + 1  # two processes
+    newer.start()
+    try:
+        time.sleep(0.2)
+        assert older.newer_driver() is not None and newer.newer_driver() is None
+        older.start()
+        older.join(5)
+        assert not older.is_alive() and len(taken) == 1, taken
+        assert taken[0].startswith(f"a newer driver runs on {tmp_path} (host ")
+        older.stop()  # the older driver exits: the newer one's heartbeat stays
+        assert driver_presence.running_driver(str(tmp_path))["started_at"] == newer.started_at
+    finally:
+        newer.stop()
+    assert driver_presence.running_driver(str(tmp_path)) is None
+
+
 def unreachable(tmp_path, **options: str):
     return load_config(None, {"bootstrap_servers": "127.0.0.1:9", "checkpoint_location": str(tmp_path / "ckpt"),
                               **options}, environ={})

@@ -1,5 +1,11 @@
 """The driver's heartbeat in its checkpoint, and the stop requests it watches for there (the
-files: driver_presence.py)."""
+files: driver_presence.py).
+
+It also tells a zombie. A driver frozen for a while (a long GC pause, a stalled VM, a network
+partition) may find, once it wakes, that an orchestrator started a replacement on its checkpoint
+meanwhile: the heartbeat file is then another driver's, fresh, of a driver started later. The
+older one yields (`on_taken_over`) and writes no heartbeat any more: the newer one's producers
+fenced its transactional ids already, and a restart of its query would fence them back."""
 
 from __future__ import annotations
 
@@ -28,7 +34,8 @@ class Heartbeat(threading.Thread):
 
     def __init__(self, location: str, on_stop: Callable[[str], None], on_lost: Callable[[str], None],
                  interval: float = HEARTBEAT_SECONDS, stop_after: float = STOP_AFTER_FAILING_SECONDS,
-                 details: Callable[[], dict[str, Any]] = dict) -> None:
+                 details: Callable[[], dict[str, Any]] = dict,
+                 on_taken_over: Callable[[str], None] | None = None) -> None:
         super().__init__(name="driver-heartbeat", daemon=True)
         self.location = location
         self.on_stop = on_stop
@@ -36,17 +43,33 @@ class Heartbeat(threading.Thread):
         self.interval = interval
         self.stop_after = stop_after
         self.details = details  # read at each beat, written with it
+        self.on_taken_over = on_taken_over or on_lost  # a newer driver runs on the checkpoint
         self.started_at = time.time()
+        self.beat = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self.started_at}
         self.done = threading.Event()
 
+    def newer_driver(self) -> str | None:
+        """Another driver that started after this one and beats on the checkpoint now, described;
+        None when there is none (the file is this driver's, stale, or absent)."""
+        found = read(self.location, HEARTBEAT)
+        if found is None or {name: found.get(name) for name in self.beat} == self.beat:
+            return None
+        fresh = time.time() - float(found.get("at", 0)) <= ALIVE_WITHIN_SECONDS
+        if not fresh or float(found.get("started_at", 0)) <= self.started_at:
+            return None
+        return (f"a newer driver runs on {self.location} (host {found.get('host')}, pid {found.get('pid')}, started "
+                f"{float(found['started_at']) - self.started_at:.0f}s after this one): this one was taken for gone")
+
     def run(self) -> None:
-        beat = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": self.started_at}
         written = time.monotonic()
         lost = False
         while not self.done.is_set():
             try:
+                if (newer := self.newer_driver()) is not None:
+                    self.on_taken_over(newer)
+                    return  # its heartbeat is the newer driver's now: never overwritten
                 fs, base = filesystem(self.location)
-                payload = {**beat, **self.details(), "at": time.time()}
+                payload = {**self.beat, **self.details(), "at": time.time()}
                 write_atomic(fs, f"{base}/{HEARTBEAT}", json.dumps(payload).encode())
                 written = time.monotonic()
                 self._check_request()
@@ -73,7 +96,9 @@ class Heartbeat(threading.Thread):
         self.on_stop(str(request.get("reason", "stop requested")))
 
     def stop(self) -> None:
-        """The driver exits: no heartbeat any more (a killed driver's goes stale instead)."""
+        """The driver exits: no heartbeat any more (a killed driver's goes stale instead; a newer
+        driver's stays)."""
         self.done.set()
         self.join(timeout=10)
-        delete(self.location, HEARTBEAT)
+        if self.newer_driver() is None:
+            delete(self.location, HEARTBEAT)

@@ -159,19 +159,28 @@ def run(spark: SparkSession, config: JobConfig, build_query: QueryBuilder, stop:
     preflight.run_all(spark, config, sink_checks)
     startup.step("preflight")
     lost: list[str] = []
+    taken_over: list[str] = []
 
     def heartbeat_lost(reason: str) -> None:
         log.error("stopping at the next batch boundary: %s", reason)
         lost.append(reason)
         stop.event.set()
 
+    def superseded(reason: str) -> None:
+        log.error("stopping at the next batch boundary: %s", reason)
+        taken_over.append(reason)
+        stop.event.set()
+
     heartbeat = Heartbeat(resolve_location(config.checkpoint_location), lambda reason: _stop_on_request(stop, reason),
-                          heartbeat_lost, details=outage.heartbeat_details)
+                          heartbeat_lost, details=outage.heartbeat_details, on_taken_over=superseded)
     heartbeat.start()
     try:
-        _run_until_stopped(spark, config, build_query, origin, stop, until_idle_batches, strategy, outage, startup)
+        _run_until_stopped(spark, config, build_query, origin, stop, until_idle_batches, strategy, outage, startup,
+                           heartbeat.newer_driver)
     finally:
         heartbeat.stop()
+    if taken_over:
+        raise Fenced(f"stopping: {taken_over[0]}")
     if lost:
         raise Halted(f"stopped: {lost[0]}")
 
@@ -184,7 +193,8 @@ def _stop_on_request(stop: StopRequested, reason: str) -> None:
 
 def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: QueryBuilder, origin: Origin | None,
                        stop: StopRequested, until_idle_batches: int | None, strategy: RestartStrategy,
-                       outage: OutageTolerance, startup: StartupTimes) -> None:
+                       outage: OutageTolerance, startup: StartupTimes,
+                       newer_driver: Callable[[], str | None] = lambda: None) -> None:
     while True:
         stopping = threading.Event()  # the sink's gate: set, no new batch publishes
         writer, sink = build_query(spark, config, origin, stopping)
@@ -211,6 +221,8 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: Quer
                 raise ConfigError(judged.option or "kafka", judged.message) from None
             if judged.outcome is Outcome.HALT:
                 raise Halted(f"stopping: {judged.line}") from None
+            if (newer := newer_driver()) is not None:  # a zombie: its restart would fence the newer driver
+                raise Fenced(f"stopping: {newer}; the batch failed with {judged.line}") from None
             if outage.ride_out(judged):
                 continue  # a Kafka outage within the tolerance: not a failure
             if not _restarts_after_delay(strategy, judged, stop):
