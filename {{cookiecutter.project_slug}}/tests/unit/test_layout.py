@@ -191,13 +191,12 @@ def test_the_job_runs_without_its_tools(tmp_path: Path) -> None:
 
 
 def _layout_section() -> str:
-    readme = (PACKAGE_DIR.parents[1] / "README.md").read_text()
-    return readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return (PACKAGE_DIR.parents[1] / "docs" / "layout.md").read_text()
 
 
 def test_the_readmes_layout_names_every_module_and_folder_and_only_those() -> None:
     """A newcomer's map: every module and folder of the job, and the tools' folders and top-level
-    modules, have their line in the README's Layout; every name there exists."""
+    modules, have their line in docs/layout.md; every name there exists."""
     import re
 
     import {{ cookiecutter.package_name }}_tools
@@ -216,11 +215,11 @@ def test_the_readmes_layout_names_every_module_and_folder_and_only_those() -> No
     wanted |= {f"{path.name}/" for path in PACKAGE_DIR.rglob("*") if folder(path)}
     wanted |= {path.name for path in tools_dir.glob("*.py") if module(path)}
     wanted |= {f"{path.name}/" for path in tools_dir.iterdir() if folder(path)}
-    assert not wanted - named, f"not in the README's Layout: {sorted(wanted - named)}"
+    assert not wanted - named, f"not in docs/layout.md: {sorted(wanted - named)}"
     root = PACKAGE_DIR.parents[1]
     existing = {path.name + ("/" if path.is_dir() else "") for path in root.rglob("*")
                 if ".venv" not in path.parts and "__pycache__" not in path.parts}
-    assert not named - existing, f"the README's Layout names what does not exist: {sorted(named - existing)}"
+    assert not named - existing, f"docs/layout.md names what does not exist: {sorted(named - existing)}"
 
 
 def test_both_command_lines_print_the_version_the_wheel_carries(capsys) -> None:

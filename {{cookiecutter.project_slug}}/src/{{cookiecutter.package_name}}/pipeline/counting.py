@@ -2,7 +2,7 @@
 key whose count changed in the batch (its new total), plus what the batch's dead letters need
 to reach the same Kafka transaction as the counts.
 
-Two operators, chosen by `state_ttl_seconds` (the README's Benchmarks compare them):
+Two operators, chosen by `state_ttl_seconds` (docs/testing.md's Benchmarks compare them):
 - without a TTL (the default): Spark's own streaming aggregation, `groupBy(key).count()` in
   Update mode with RocksDB state, aggregated partially before the shuffle (only a task's
   distinct keys cross it). Dead letters are counted per input partition in the same
