@@ -21,12 +21,12 @@ pytestmark = pytest.mark.integration
 
 
 def run_twice(job: JobUnderTest, **options: str) -> str | None:
-    produce_sample(job, count=2000, seed=31, partitions=4)
-    completed = job.run(max_offsets_per_trigger="500", **options)
+    produce_sample(job, count=1200, seed=31, partitions=4)
+    completed = job.run(max_offsets_per_trigger="300", **options)
     assert completed.returncode == 0, completed.stdout[-3000:]
     assert len({record.batch for record in read_run(job.bootstrap_servers, job.output_topic,
                                                     job.dead_letter_topic)}) >= 4  # several batches compared
-    comparison = job.compare_with_reference(max_offsets_per_trigger="500", **options)
+    comparison = job.compare_with_reference(max_offsets_per_trigger="300", **options)
     assert comparison.same_plan
     return comparison.difference
 

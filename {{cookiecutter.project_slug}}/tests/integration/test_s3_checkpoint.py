@@ -23,7 +23,7 @@ def test_a_checkpoint_on_s3_holds_exactly_once_through_a_crash(job, s3_server, m
     job.guarantee = "exactly-once"
     settings = on_s3(job, s3_server, monkeypatch)
     env = {SECRET_VARIABLE: s3_server.secret_key}
-    sample = produce_sample(job, count=3000, seed=71, partitions=4)
+    sample = produce_sample(job, count=2000, seed=71, partitions=4)  # two batches: the second crashes
     crashed = job.run(fault=faults.AFTER_KAFKA_COMMIT, fault_batch=1, max_offsets_per_trigger="1000",
                       extra_env=env, **settings)
     assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from {{ cookiecutter.package_name }}.sink import faults
 from harness import (
     PUBLISHED_BEFORE_THE_CRASH,
     JobUnderTest,
+    assert_as_the_reference_run,
     crash_at_each_point,
     merged,
     produce_sample,
@@ -113,6 +115,40 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
     kept, malformed = merged(sample)
     verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
+
+
+HUNG_SECONDS = 45  # past the clients' request time-out (30 s), within the sink's commit time-out (60 s)
+
+
+def test_a_hung_transaction_coordinator_holds_the_batch_and_it_is_published_once(kafka_cluster, cluster_job):
+    """The broker coordinating the sink's transaction stops answering (SIGSTOP, or its container
+    paused: its connections stay open and its requests unanswered, unlike a kill's reset) between
+    batch 1's produce and its commit, for longer than the clients' request time-out, then answers
+    again. The batch waits, or fails and runs again; it is published once, and so is every batch."""
+    cluster, job = kafka_cluster, cluster_job
+    sample = produce_sample(job, count=RECORDS_PER_BATCH * 3, seed=13, partitions=4)
+    transactional_id = f"{job.settings()['transactional_id_prefix']}-{job.sink_id}-0"
+    hung: list[int] = []
+
+    def hang_the_coordinator() -> None:
+        node_id = cluster.transaction_coordinator(transactional_id)
+        cluster.hang(node_id)
+        hung.append(node_id)
+        threading.Timer(HUNG_SECONDS, cluster.resume, [node_id]).start()
+
+    options = {"max_offsets_per_trigger": str(RECORDS_PER_BATCH)}
+    process, log_path = job.start(fault=COMMITTING, fault_batch=1, fault_mode="pause", **options)
+    started = time.monotonic()
+    try:
+        seen = drive(job, process, log_path, {(1, COMMITTING): hang_the_coordinator}, timeout=600)
+    finally:
+        for node_id in hung:
+            cluster.resume(node_id)
+    print(f"coordinator {hung} hung for {HUNG_SECONDS}s at batch 1's commit: batch 2 computed "
+          f"{seen[(2, COMMITTING)] - seen[(1, COMMITTING)]:.1f}s later; the run took {time.monotonic() - started:.0f}s")
+    verdict = job.verify(*merged(sample))
+    assert verdict.exactly_once, verdict.problems
+    assert_as_the_reference_run(job, **options)
 
 
 def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers(cluster_job):

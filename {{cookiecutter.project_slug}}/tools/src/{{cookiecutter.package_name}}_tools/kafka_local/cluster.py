@@ -110,6 +110,14 @@ class LocalKafkaCluster:
         """SIGKILL one node: a crash, not a shutdown."""
         self.nodes[node_id].kill()
 
+    def hang(self, node_id: int) -> None:
+        """One node stops answering without closing its connections (SIGSTOP, or the container
+        paused): clients wait out their request time-outs instead of seeing a reset."""
+        self.nodes[node_id].hang()
+
+    def resume(self, node_id: int) -> None:
+        self.nodes[node_id].resume()
+
     def start_node(self, node_id: int, timeout: float = 90.0) -> float:
         """Start a node that was killed or stopped, on its data; returns the seconds it took."""
         return self.nodes[node_id].start(timeout)

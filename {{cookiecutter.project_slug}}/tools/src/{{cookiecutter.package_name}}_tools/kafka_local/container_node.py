@@ -90,6 +90,15 @@ class ContainerNode(LocalKafkaBroker):
             wrapped.kill()
             wrapped.wait(timeout=30)
 
+    def hang(self) -> None:
+        """The container frozen (the engine's pause): the broker stops answering, its sockets open."""
+        if self.running():
+            self._container.get_wrapped_container().pause()
+
+    def resume(self) -> None:
+        if self._container is not None:
+            self._container.get_wrapped_container().unpause()
+
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM: the broker's controlled shutdown; SIGKILL after `timeout`."""
         if self.running():

@@ -205,6 +205,15 @@ class LocalKafkaBroker:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
+    def hang(self) -> None:
+        """SIGSTOP: the broker stops answering, its sockets open (a hung machine, not a crash)."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGCONT)
+
     def stop(self, timeout: float = 30.0) -> None:
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
