@@ -96,8 +96,12 @@ class ContainerNode(LocalKafkaBroker):
             self._container.get_wrapped_container().pause()
 
     def resume(self) -> None:
+        """Unfreeze the container; one that is not paused (resumed already) is left as it is."""
         if self._container is not None:
-            self._container.get_wrapped_container().unpause()
+            wrapped = self._container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status == "paused":
+                wrapped.unpause()
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM: the broker's controlled shutdown; SIGKILL after `timeout`."""

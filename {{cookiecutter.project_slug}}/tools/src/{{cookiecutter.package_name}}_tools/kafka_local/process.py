@@ -211,6 +211,7 @@ class LocalKafkaBroker:
             os.killpg(self.process.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
+        """SIGCONT; a broker that runs already is left as it is."""
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGCONT)
 
