@@ -30,8 +30,11 @@ def exact(job, *samples) -> None:
 def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, spark_cluster):
     """The driver SIGKILLed at every step of the protocol, one after the other on one checkpoint
     in S3 (harness.crash_at_each_point), each run submitted to the cluster by spark-submit.sh,
-    with phase 2 in the executors' publishing tasks (the points of steps 3 and 4 fire there)."""
-    verdict, crashes = crash_at_each_point(cluster_job, faults.POINTS, seed=23, publish_from="tasks")
+    with phase 2 in the executors' publishing tasks (the points of steps 3 and 4 fire there).
+    Judged by the query's model; the run without faults that judges the same test locally and on
+    three brokers is left out here, for the suite's time."""
+    verdict, crashes = crash_at_each_point(cluster_job, faults.POINTS, seed=23, reference_run=False,
+                                           publish_from="tasks")
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems

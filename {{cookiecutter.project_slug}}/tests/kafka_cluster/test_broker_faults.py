@@ -61,6 +61,9 @@ def drive(job: JobUnderTest, process: subprocess.Popen, log_path: Path, actions:
     return seen
 
 
+HUNG_SECONDS = 45  # past the clients' request time-out (30 s), within the sink's commit time-out (60 s)
+
+
 def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothing(
         kafka_cluster, cluster_job):
     """One job through four batches with a broker fault each, every batch's records judged:
@@ -69,12 +72,17 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
     2. (the broker back) the same point: the broker coordinating the sink's transaction SIGKILLed;
     3. (the broker back) before it produces: two of the three brokers SIGKILLed for 10 s, fewer
        in sync than min.insync.replicas and no controller quorum: the batch waits, or fails and
-       runs again, and is never published in part (the verdict checks every batch's counts)."""
+       runs again, and is never published in part (the verdict checks every batch's answers);
+    4. (the brokers back) between its produce and its commit: the broker coordinating the sink's
+       transaction hung (SIGSTOP, or its container paused: connections open, requests unanswered,
+       unlike a kill's reset) for HUNG_SECONDS, past the clients' request time-out. The commit
+       waits it out, or the batch fails and runs again; it is published once."""
     cluster = kafka_cluster
     job = cluster_job
     sample = produce_sample(job, count=RECORDS_PER_BATCH * 5, seed=11, partitions=4)
     transactional_id = f"{job.settings()['transactional_id_prefix']}-{job.sink_id}-0"
     killed: list[int] = []
+    hung: list[int] = []
 
     def kill(*node_ids: int) -> None:
         for node_id in node_ids:
@@ -93,18 +101,27 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
         time.sleep(10)
         restart_killed()
 
+    def hang_the_coordinator() -> None:
+        node_id = cluster.transaction_coordinator(transactional_id)
+        cluster.hang(node_id)
+        hung.append(node_id)
+        threading.Timer(HUNG_SECONDS, cluster.resume, [node_id]).start()
+
     actions: dict[Pause, Callable[[], None]] = {
         (1, COMMITTING): lambda: kill(cluster.leader(job.output_topic, 0)),
         (2, PRODUCING): restart_killed,
         (2, COMMITTING): lambda: kill(cluster.transaction_coordinator(transactional_id)),
         (3, PRODUCING): lambda: (restart_killed(), below_min_insync()),
+        (4, COMMITTING): hang_the_coordinator,
     }
     process, log_path = job.start(fault=f"{PRODUCING},{COMMITTING}", fault_batch=1, fault_mode="pause",
                                   max_offsets_per_trigger=str(RECORDS_PER_BATCH))
     try:
-        seen = drive(job, process, log_path, actions)
+        seen = drive(job, process, log_path, actions, timeout=600)
     finally:
         restart_killed()
+        for node_id in hung:
+            cluster.resume(node_id)
     # How long a fault held the job up: from the faulted pause to the next batch's first pause
     # (its batch committed, Spark's commit written, the next batch computed).
     for fault, (batch, point) in (("output partition leader", (1, COMMITTING)),
@@ -112,43 +129,12 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
                                   ("two of three brokers", (3, PRODUCING))):
         print(f"{fault} SIGKILLed at {point} in batch {batch}: batch {batch + 1} computed "
               f"{seen[(batch + 1, PRODUCING)] - seen[(batch, point)]:.1f}s later")
+    print(f"transaction coordinator {hung} hung for {HUNG_SECONDS}s at {COMMITTING} in batch 4: the job ended "
+          f"{time.monotonic() - seen[(4, COMMITTING)]:.1f}s later")
     kept, malformed = merged(sample)
     verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
-
-
-HUNG_SECONDS = 45  # past the clients' request time-out (30 s), within the sink's commit time-out (60 s)
-
-
-def test_a_hung_transaction_coordinator_holds_the_batch_and_it_is_published_once(kafka_cluster, cluster_job):
-    """The broker coordinating the sink's transaction stops answering (SIGSTOP, or its container
-    paused: its connections stay open and its requests unanswered, unlike a kill's reset) between
-    batch 1's produce and its commit, for longer than the clients' request time-out, then answers
-    again. The batch waits, or fails and runs again; it is published once, and so is every batch."""
-    cluster, job = kafka_cluster, cluster_job
-    sample = produce_sample(job, count=RECORDS_PER_BATCH * 3, seed=13, partitions=4)
-    transactional_id = f"{job.settings()['transactional_id_prefix']}-{job.sink_id}-0"
-    hung: list[int] = []
-
-    def hang_the_coordinator() -> None:
-        node_id = cluster.transaction_coordinator(transactional_id)
-        cluster.hang(node_id)
-        hung.append(node_id)
-        threading.Timer(HUNG_SECONDS, cluster.resume, [node_id]).start()
-
-    options = {"max_offsets_per_trigger": str(RECORDS_PER_BATCH)}
-    process, log_path = job.start(fault=COMMITTING, fault_batch=1, fault_mode="pause", **options)
-    started = time.monotonic()
-    try:
-        seen = drive(job, process, log_path, {(1, COMMITTING): hang_the_coordinator}, timeout=600)
-    finally:
-        for node_id in hung:
-            cluster.resume(node_id)
-    print(f"coordinator {hung} hung for {HUNG_SECONDS}s at batch 1's commit: batch 2 computed "
-          f"{seen[(2, COMMITTING)] - seen[(1, COMMITTING)]:.1f}s later; the run took {time.monotonic() - started:.0f}s")
-    verdict = job.verify(*merged(sample))
-    assert verdict.exactly_once, verdict.problems
-    assert_as_the_reference_run(job, **options)
+    assert_as_the_reference_run(job, max_offsets_per_trigger=str(RECORDS_PER_BATCH))
 
 
 def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers(cluster_job):
