@@ -17,11 +17,12 @@ from typing import Protocol, TypeVar
 
 import pytest
 
-from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.pipeline import query
+from {{ cookiecutter.package_name }}.pipeline.fingerprint import counts_events
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.storage import checkpoint, object_store
 from {{ cookiecutter.package_name }}_tools import differential
+from {{ cookiecutter.package_name }}_tools.job_file import query_config, query_settings
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, job_command, start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
@@ -40,9 +41,15 @@ from {{ cookiecutter.package_name }}_tools.verify import Verdict, expected_answe
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the job's `${...}` setting
 
-# What the tests run: the rendered defaults (the template's answers), the filter and key field included.
-CONFIG = JobConfig()
+# What the tests run: the query as job.toml configures it (schema, key field, filter, state TTL),
+# with the defaults' other options; each test sets its own topics, checkpoint and triggers.
+CONFIG = query_config(Path(__file__).resolve().parents[1] / "job.toml")
 EXACTLY_ONCE = "exactly-once"  # for the tests that prove that guarantee whatever the default
+
+
+# Whether the query's answer is the count (pipeline/fingerprint.py): a state TTL, savepoints and
+# `state` know no other, and refuse it.
+COUNTS = counts_events(CONFIG)
 
 
 def model(events: Iterable[Event]) -> Iterator[tuple[str, dict[str, object]]]:
@@ -79,8 +86,9 @@ class JobUnderTest:
     def settings(self) -> dict[str, str]:
         topics = {"input_topic": self.input_topic, "output_topic": self.output_topic,
                   "dead_letter_topic": self.dead_letter_topic, "marker_topic": self.marker_topic}
-        return {**disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, "test", self.guarantee,
-                                          self.checkpoint_location), **self.options}
+        return {**query_settings(CONFIG), **disposable_job_settings(
+            self.bootstrap_servers, topics, self.sink_id, "test", self.guarantee, self.checkpoint_location),
+            **self.options}
 
     def start(self, fault: str | None = None, fault_batch: int = 0, fault_mode: str = "kill", until_idle: int = 3,
               extra_env: dict[str, str] | None = None, **options: str) -> tuple[subprocess.Popen, Path]:
@@ -249,6 +257,21 @@ def assert_stops_in_one_line(output: str, expected: str) -> None:
     assert lines and lines[-1].startswith(expected), lines[-20:]
     found = traceback_lines(output)
     assert not found, f"{len(found)} lines of tracebacks, e.g. {found[:5]}"
+
+
+def refused_for_another_answer(job: JobUnderTest, arguments: list[str], option: str, **settings: str) -> bool:
+    """For a test of what knows only the count (a state TTL, savepoints): whether the query's
+    answer is another one, in which case the command (`arguments`, with `settings`) was checked to
+    stop at once in one line naming `option`, exit 2, and the test has nothing more to prove."""
+    if COUNTS:
+        return False
+    result = subprocess.run(job_command(arguments, {**job.settings(), **settings}), cwd=job.workdir,
+                            capture_output=True, text=True, timeout=180, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-3000:]
+    assert_stops_in_one_line(output, f"error: configuration option '{option}': ")
+    assert "pipeline/query.py computes another answer" in output, output[-3000:]
+    return True
 
 
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02

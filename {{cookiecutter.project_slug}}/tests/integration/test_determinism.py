@@ -36,7 +36,8 @@ def test_the_job_publishes_the_same_records_from_the_same_input(job):
 
 
 # A query made not deterministic without editing it: the job starts through a script that wraps
-# the count, adding an expression to every count the query computes.
+# the query, pairing each of its answer's values with an expression (any answer type: the
+# output record's value carries the pair as a JSON object).
 NOT_DETERMINISTIC = """
 import sys
 
@@ -44,26 +45,29 @@ from pyspark.sql import functions as F
 
 from {{ cookiecutter.package_name }}.cli import main
 from {{ cookiecutter.package_name }}.pipeline import counting, query
+from {{ cookiecutter.package_name }}.pipeline.changes import answer_names
 
-counted = query.count_by_key
+computed = query.changes
 EXPRESSION = sys.argv.pop(1)  # what the launcher gave before the job's own arguments
 
 
-def count_by_key(events, config, seed=None):
-    changes = counted(events, config, seed)
-    frame = changes.frame.withColumn("count", F.col("count") + F.expr(EXPRESSION).cast("bigint"))
-    return counting.Changes(frame, changes.output_mode, changes.dead_letters_inline)
+def changes(events, config, seed=None):
+    result = computed(events, config, seed)
+    names = answer_names(result.frame.columns)
+    frame = result.frame.select(*(F.struct(F.col(name).alias("answer"), F.expr(EXPRESSION).alias("noise")).alias(name)
+                                  if name in names else name for name in result.frame.columns))
+    return counting.Changes(frame, result.output_mode, result.dead_letters_inline)
 
 
-query.count_by_key = count_by_key
+query.changes = changes
 sys.exit(main(sys.argv[1:]))
 """
 
 
 @pytest.mark.parametrize("expression", ["rand() * 1000", "unix_micros(current_timestamp())"])
 def test_a_query_that_is_not_deterministic_fails_the_check_at_its_first_differing_record(job, expression):
-    """The check has teeth: the count with `rand()` or `current_timestamp()` added gives other
-    values in each run, from the first batch on."""
+    """The check has teeth: the answer with `rand()` or `current_timestamp()` beside it gives
+    other values in each run, from the first batch on."""
     script = job.workdir / "not_deterministic.py"
     script.write_text(NOT_DETERMINISTIC)
     job.launcher = [sys.executable, str(script), expression]

@@ -13,12 +13,12 @@ import zlib
 
 import pytest
 
-from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
-from {{ cookiecutter.package_name }}_tools.sample import produce
+from {{ cookiecutter.package_name }}_tools.sample import events_of_keys, produce
 
 from harness import (
+    CONFIG,
     PUBLISHED_BEFORE_THE_CRASH,
     assert_stops_in_one_line,
     crash_at_each_point,
@@ -159,8 +159,9 @@ def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job):
     every key's last count is 2 and no count appears twice (the same crash with the at-least-once
     sink publishes the batch again, which this check sees: test_the_same_crash_duplicates_...)."""
     keys = [f"user-{i}" for i in range(100_000)]
-    values = [json.dumps({JobConfig().key_field: key}).encode() for key in keys * 2]
-    random.Random(100).shuffle(values)
+    events = events_of_keys(keys * 2, 100, CONFIG.schema, CONFIG.key_field)
+    random.Random(100).shuffle(events)
+    values = [json.dumps(event).encode() for event in events]
     produce(job.bootstrap_servers, job.input_topic, values, partitions=4)
     job.counted_values |= set(values)  # the run's filter is "true"
     options = {"max_offsets_per_trigger": "60000", "filter": "true"}
@@ -170,7 +171,7 @@ def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job):
     recovered = job.run(**options)
     assert recovered.returncode == 0, recovered.stdout[-3000:]
 
-    verdict = job.verify([json.loads(value) for value in values], [])
+    verdict = job.verify(events, [])
     assert verdict.exactly_once, verdict.problems
     assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
 

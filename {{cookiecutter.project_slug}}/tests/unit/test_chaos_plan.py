@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 
 from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.pipeline import query
+from {{ cookiecutter.package_name }}.pipeline import fingerprint
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.chaos import PROFILES, VERDICT_LINE
 from {{ cookiecutter.package_name }}_tools.chaos.plan import BROKER, KILL, S3, WORKER, make_plan, room_for
@@ -61,8 +61,9 @@ def test_no_worker_kill_is_planned_for_a_job_that_runs_no_python_worker_and_no_s
 def test_the_expectation_models_the_kept_well_formed_records_and_the_malformed_ones_as_dead_letters():
     malformed = {b"{broken"}
     values: list[bytes | None] = [b'{"k": "a"}', b'{"k": "orange"}', b"{broken", b'{"k": "a"}', None, b'{"k": "b"}']
+    config = JobConfig(key_field="k", schema={"k": "string"})
     answers, dead = expectation(values, kept_event("k", malformed), malformed,
-                                lambda events: query.model(events, JobConfig(key_field="k", schema={"k": "string"})))
+                                lambda events: fingerprint.count_model(events, config))
     assert (answers, dead) == ({"a": {"key": "a", "count": 2}, "b": {"key": "b", "count": 1}}, [b"{broken"])
 
 

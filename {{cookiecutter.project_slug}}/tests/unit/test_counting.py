@@ -7,8 +7,8 @@ import json
 
 from pyspark.sql import functions as F
 
-from {{ cookiecutter.package_name }}.pipeline.changes import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
-from {{ cookiecutter.package_name }}.pipeline.counting import count_changes
+from {{ cookiecutter.package_name }}.pipeline.changes import KIND_ANSWER, KIND_DEAD_LETTERS_IN_PARTITION
+from {{ cookiecutter.package_name }}.pipeline.counting import aggregate_changes
 from {{ cookiecutter.package_name }}.pipeline.output_records import encode, for_batch
 from {{ cookiecutter.package_name }}.pipeline.parsing import EventSchema, parse_records
 
@@ -17,16 +17,20 @@ RECORDS_DDL = "topic STRING, partition INT, offset BIGINT, value BINARY"
 VALUES = [b'{"color": "red"}', b"oops", b'{"color": "blue"}', b'{"color": "red"}', b"[1]"]
 
 
-def changes(spark):
-    records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(VALUES)], RECORDS_DDL)
-    return count_changes(parse_records(records, SCHEMA), "color")
+def count():
+    return [F.count(F.lit(1)).alias("count")]  # query.answer's default
+
+
+def changes(spark, schema=SCHEMA, values=VALUES, answer=None):
+    records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(values)], RECORDS_DDL)
+    return aggregate_changes(parse_records(records, schema), "color", answer or count())
 
 
 def test_counts_per_key_and_dead_letters_per_input_partition(spark):
     result = changes(spark)
     assert result.output_mode == "update" and not result.dead_letters_inline
     rows = [row.asDict() for row in result.frame.collect()]
-    assert {r["key"]: r["count"] for r in rows if r["kind"] == KIND_COUNT} == {"red": 2, "blue": 1}
+    assert {r["key"]: r["count"] for r in rows if r["kind"] == KIND_ANSWER} == {"red": 2, "blue": 1}
     # Partition 0 had the two dead letters: a change that the sink turns into a read-back.
     assert [(r["key"], r["count"]) for r in rows if r["kind"] == KIND_DEAD_LETTERS_IN_PARTITION] == [("0", 2)]
 
@@ -44,9 +48,9 @@ def test_keys_stay_where_their_hash_puts_them(spark):
     column does not move it), as in every earlier layout of the count."""
     values = [b"oops"] * 20 + [json.dumps({"color": f"c{i}"}).encode() for i in range(50)]
     records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(values)], RECORDS_DDL)
-    frame = count_changes(parse_records(records, SCHEMA), "color").frame
+    frame = aggregate_changes(parse_records(records, SCHEMA), "color", count()).frame
     rows = frame.select("kind", "key", F.spark_partition_id().alias("part"), F.hash("key").alias("h")).collect()
-    keyed = [r for r in rows if r["kind"] == KIND_COUNT]
+    keyed = [r for r in rows if r["kind"] == KIND_ANSWER]
     assert len(keyed) == 50 and all(r["part"] == r["h"] % 2 for r in keyed)
 
 
@@ -60,6 +64,20 @@ def test_output_records_are_final_kafka_bytes(spark):
                                           (b"red", {"key": "red", "count": 2, "batch_id": 7})]
     # Partition 0's dead letters, as a reference for the sink to read back.
     assert by_topic[None] == [(b"0", None)] and "dead" not in by_topic
+
+
+def test_any_named_aggregates_are_the_answer_the_output_records_carry(spark):
+    """The query's answer is its own (query.answer): a sum and a maximum here. The dead letters'
+    rows, whose fields are null, still say which partition had dead letters."""
+    schema = EventSchema(fields={"color": "string", "amount": "int"}, key_field="color", max_record_bytes=1000)
+    values = [b'{"color": "red", "amount": 3}', b"oops", b'{"color": "blue", "amount": 0}',
+              b'{"color": "red", "amount": 4}']
+    answer = [F.sum("amount").alias("total"), F.max("amount").alias("largest")]
+    records = for_batch(encode(changes(spark, schema, values, answer).frame, "sums", "dead"), 2).collect()
+    published = {bytes(r["key"]): json.loads(bytes(r["value"])) for r in records if r["topic"] == "sums"}
+    assert published == {b"red": {"key": "red", "total": 7, "largest": 4, "batch_id": 2},
+                         b"blue": {"key": "blue", "total": 0, "largest": 0, "batch_id": 2}}
+    assert [bytes(r["key"]) for r in records if r["topic"] is None] == [b"0"]
 
 
 def test_read_back_dead_letters_are_final_kafka_bytes(spark, tmp_path):

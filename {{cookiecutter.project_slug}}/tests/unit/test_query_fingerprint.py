@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +15,10 @@ from {{ cookiecutter.package_name }}.config import ConfigError, JobConfig
 from {{ cookiecutter.package_name }}.pipeline import fingerprint as fingerprints
 from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.savepoints import FORMAT_VERSION, Manifest, SavepointError, pinned_query
+from {{ cookiecutter.package_name }}_tools.job_file import query_config
 
-CONFIG = JobConfig()
+# The query's options as job.toml sets them, as the job runs (the tools' job_file.py).
+CONFIG = query_config(Path(__file__).resolve().parents[2] / "job.toml")
 
 
 def summed(events: Iterable, config: JobConfig) -> Iterator[tuple[str, dict[str, object]]]:
@@ -74,3 +77,29 @@ def test_a_savepoint_of_another_query_is_refused(monkeypatch):
     monkeypatch.setattr(query, "model", summed)
     with pytest.raises(SavepointError, match=f"sp holds the state of another query \\(fingerprint {now};"):
         savepoints.check_restorable(manifest(now), CONFIG, "sp", {0: 7}, {})
+
+
+def test_a_state_ttl_savepoints_and_state_are_refused_for_an_answer_other_than_the_count(monkeypatch, tmp_path):
+    """The TTL's operator, savepoints and `state` keep and move a count per key: another answer
+    stops them at once, in one line naming the option, before anything is read or stopped."""
+    from {{ cookiecutter.package_name }}.savepoints import commands
+    from {{ cookiecutter.package_name }}.startup.preflight import check_state_ttl
+
+    with_ttl = dataclasses.replace(CONFIG, state_ttl_seconds=60, checkpoint_location=str(tmp_path))
+    monkeypatch.setattr(query, "model", fingerprints.count_model)
+    assert fingerprints.counts_events(CONFIG)
+    check_state_ttl(with_ttl)
+    monkeypatch.setattr(query, "model", summed)
+    assert not fingerprints.counts_events(CONFIG)
+    check_state_ttl(dataclasses.replace(with_ttl, state_ttl_seconds=0))
+    with pytest.raises(ConfigError) as refused:
+        check_state_ttl(with_ttl)
+    assert str(refused.value).startswith("configuration option 'state_ttl_seconds': a state TTL keeps a count")
+
+    def no_session(*_args, **_kwargs):
+        raise AssertionError("refused before any session")
+
+    for command in (lambda: commands.create(with_ttl, str(tmp_path / "sp"), 1.0, no_session),
+                    lambda: commands.show_state(with_ttl, True, 5, no_session)):
+        with pytest.raises(SavepointError, match=r"knows a count per key, and pipeline/query\.py computes another"):
+            command()

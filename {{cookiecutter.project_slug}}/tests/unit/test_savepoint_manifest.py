@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
 from {{ cookiecutter.package_name }} import savepoints
 from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.savepoints import FORMAT_VERSION, Manifest, SavepointError
+from {{ cookiecutter.package_name }}_tools.job_file import query_config
+
+# The query's options as job.toml sets them, as the job runs (the tools' job_file.py).
+CONFIG = query_config(Path(__file__).resolve().parents[2] / "job.toml")
 
 
 def manifest(**changes) -> Manifest:
-    config = JobConfig()
+    config = CONFIG
     base = Manifest(format_version=FORMAT_VERSION, created_at=0.0, batch_id=7, first_batch_id=0, generation=0,
                     sink_id=config.sink_id, source_offsets={config.input_topic: {"0": 10, "1": 12}},
                     published={"0": 7}, config={name: getattr(config, name) for name in
@@ -35,7 +40,7 @@ def write_savepoint(tmp_path, content: bytes = b"parquet bytes", **changes):
 def test_a_manifest_reads_back_as_written(tmp_path):
     path = write_savepoint(tmp_path)
     read = savepoints.read_manifest(path)
-    assert read.batch_id == 7 and read.source_offsets == {JobConfig().input_topic: {"0": 10, "1": 12}}
+    assert read.batch_id == 7 and read.source_offsets == {CONFIG.input_topic: {"0": 10, "1": 12}}
 
 
 def test_a_damaged_state_file_is_refused(tmp_path):
@@ -58,7 +63,7 @@ def test_an_unfinished_savepoint_is_named_as_such(tmp_path):
 
 
 def test_a_savepoint_of_another_key_field_or_schema_is_refused():
-    config = JobConfig()
+    config = CONFIG
     other = {**manifest().config, "key_field": "other", "schema": {"other": "string"}}
     with pytest.raises(SavepointError, match="key_field"):
         savepoints.check_restorable(manifest(config=other), config, "sp", {}, {})
@@ -66,16 +71,16 @@ def test_a_savepoint_of_another_key_field_or_schema_is_refused():
 
 def test_a_savepoint_older_than_what_its_sink_published_is_refused():
     with pytest.raises(SavepointError, match="older than the output"):
-        savepoints.check_restorable(manifest(), JobConfig(), "sp", markers_then={0: 9}, markers_next={})
+        savepoints.check_restorable(manifest(), CONFIG, "sp", markers_then={0: 9}, markers_next={})
 
 
 def test_a_second_start_from_the_same_savepoint_is_refused():
     with pytest.raises(SavepointError, match="already started from"):
-        savepoints.check_restorable(manifest(), JobConfig(), "sp", markers_then={0: 7}, markers_next={0: 0})
+        savepoints.check_restorable(manifest(), CONFIG, "sp", markers_then={0: 7}, markers_next={0: 0})
 
 
 def test_a_savepoint_the_sink_stopped_at_is_restorable():
-    savepoints.check_restorable(manifest(), JobConfig(), "sp", markers_then={0: 7}, markers_next={})
+    savepoints.check_restorable(manifest(), CONFIG, "sp", markers_then={0: 7}, markers_next={})
 
 
 def test_generations_give_the_sink_new_ids_and_generation_zero_keeps_the_configured_one():

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.pipeline import query
+from {{ cookiecutter.package_name }}.pipeline import fingerprint
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.storage import files as storage
 from {{ cookiecutter.package_name }}_tools.readback import Published
@@ -69,7 +69,7 @@ def test_an_unreadable_log_entry_leaves_the_decision_to_the_markers(tmp_path, co
 
 
 def count_model(events):
-    return query.model(events, JobConfig(key_field="k", schema={"k": "string"}))
+    return fingerprint.count_model(events, JobConfig(key_field="k", schema={"k": "string"}))
 
 
 def batches_of_red(*published: tuple[int, int]) -> Verdict:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from {{ cookiecutter.package_name }}.pipeline.changes import KIND_COUNT, KIND_DEAD_LETTER
+from {{ cookiecutter.package_name }}.pipeline.changes import KIND_ANSWER, KIND_DEAD_LETTER
 from {{ cookiecutter.package_name }}.pipeline.ttl_counting import CountProcessor
 
 
@@ -40,7 +40,7 @@ def test_counts_accumulate_across_batches_and_only_the_key_is_emitted():
     processor.init(handle)
     first = pd.concat(processor.handleInputRows(("red",), frames(2, 3), None))
     second = pd.concat(processor.handleInputRows(("red",), frames(4), None))
-    assert first[["kind", "key", "count"]].values.tolist() == [[KIND_COUNT, "red", 5]]
+    assert first[["kind", "key", "count"]].values.tolist() == [[KIND_ANSWER, "red", 5]]
     assert second["count"].tolist() == [9]
     assert handle.ttls["count"] is None
 

@@ -1,12 +1,12 @@
-"""What the count hands on: the columns both counting operators read (counting.py, and
-ttl_counting.py for a state TTL) and the changes they emit, one row per key whose count changed,
+"""What the aggregation hands on: the columns both operators read (counting.py, and
+ttl_counting.py for a state TTL) and the changes they emit, one row per key whose answer changed,
 or per dead letter. Its own module: the TTL operator imports it, not the module that chooses between the two."""
 
 from __future__ import annotations
 
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
 
-KIND_COUNT = "count"
+KIND_ANSWER = "answer"
 KIND_DEAD_LETTER = "dead_letter"
 # A change that says: this input partition (the key) had dead letters in this batch.
 KIND_DEAD_LETTERS_IN_PARTITION = "dead_letters_in_partition"
@@ -17,5 +17,13 @@ DEAD_LETTER_GROUP = "dead_letter_group"
 GROUPING = [GROUP_KEY, DEAD_LETTER_GROUP]
 # Per record: the key of a good event, or a dead letter's group, Kafka key and value; the others null.
 INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_GROUP, DEAD_LETTER_KEY, DEAD_LETTER_VALUE]
-# Per change: a count (kind, key, count) or a dead letter (kind, key, dead_letter_value).
+# Per change: kind, key, the answer's columns (query.answer's names), dead_letter_value. A
+# key's answer fills the answer's columns, a dead letter its value.
+CHANGE_COLUMNS = ("kind", "key", DEAD_LETTER_VALUE)
+# The TTL operator's changes: its answer is the count.
 CHANGES_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
+
+
+def answer_names(changes_columns: list[str]) -> list[str]:
+    """The columns of a change that hold a key's answer."""
+    return [name for name in changes_columns if name not in CHANGE_COLUMNS]

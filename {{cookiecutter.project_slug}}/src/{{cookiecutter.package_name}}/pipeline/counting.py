@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .changes import (
     DEAD_LETTER_GROUP,
     GROUP_KEY,
     GROUPING,
-    KIND_COUNT,
+    KIND_ANSWER,
     KIND_DEAD_LETTERS_IN_PARTITION,
 )
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
@@ -59,9 +59,12 @@ def keyed_records(events: DataFrame, key_field: str) -> DataFrame:
         F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP), DEAD_LETTER_KEY, DEAD_LETTER_VALUE)
 
 
-def count_changes(events: DataFrame, key_field: str, ttl_seconds: int = 0, seed: DataFrame | None = None) -> Changes:
-    """`seed`: a savepoint's counts (key, count): a one-shot stream for Spark's aggregation, a
-    batch DataFrame for the TTL operator's initial state (job.savepoint_seed); or None."""
+def aggregate_changes(events: DataFrame, key_field: str, answer: list[Column], ttl_seconds: int = 0,
+                      seed: DataFrame | None = None) -> Changes:
+    """`answer`: the query's named aggregates (query.answer). `seed`: a savepoint's counts (key,
+    count): a one-shot stream for Spark's aggregation, a batch DataFrame for the TTL operator's
+    initial state (job.savepoint_seed); or None. The TTL operator and a seed know one answer, the
+    count: preflight refuses them for any other (fingerprint.counts_events)."""
     if ttl_seconds > 0:
         from .ttl_counting import count_with_ttl
 
@@ -69,38 +72,41 @@ def count_changes(events: DataFrame, key_field: str, ttl_seconds: int = 0, seed:
         return Changes(frame, "append", dead_letters_inline=True)
     if seed is not None:
         return Changes(_count_in_jvm_seeded(events, key_field, seed), "update", dead_letters_inline=False)
-    return Changes(_count_in_jvm(events, key_field), "update", dead_letters_inline=False)
+    return Changes(_aggregate_in_jvm(events, key_field, answer), "update", dead_letters_inline=False)
 
 
 def _keyed(events: DataFrame, key_field: str) -> DataFrame:
+    """The grouping columns, and every column the answer may read."""
     good = F.col(IS_EVENT)
     return events.select(F.when(good, F.col(key_field).cast("string")).alias(GROUP_KEY),
-                         F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP))
+                         F.when(~good, F.col("partition")).alias(DEAD_LETTER_GROUP), "*")
 
 
-def _changes(counts: DataFrame) -> DataFrame:
-    is_count = F.col(GROUP_KEY).isNotNull()
-    return counts.select(
-        F.when(is_count, F.lit(KIND_COUNT)).otherwise(F.lit(KIND_DEAD_LETTERS_IN_PARTITION)).alias("kind"),
+def _changes(aggregated: DataFrame, answer_names: list[str]) -> DataFrame:
+    is_answer = F.col(GROUP_KEY).isNotNull()
+    return aggregated.select(
+        F.when(is_answer, F.lit(KIND_ANSWER)).otherwise(F.lit(KIND_DEAD_LETTERS_IN_PARTITION)).alias("kind"),
         F.coalesce(F.col(GROUP_KEY), F.col(DEAD_LETTER_GROUP).cast("string")).alias("key"),
-        "count", F.lit(None).cast("string").alias(DEAD_LETTER_VALUE))
+        *answer_names, F.lit(None).cast("string").alias(DEAD_LETTER_VALUE))
 
 
-def _count_in_jvm(events: DataFrame, key_field: str) -> DataFrame:
+def _aggregate_in_jvm(events: DataFrame, key_field: str, answer: list[Column]) -> DataFrame:
     """Good events by key, dead letters by input partition, one aggregation. Spark's hash skips
     nulls, so a good event's state lives where its key alone would put it."""
-    return _changes(_keyed(events, key_field).groupBy(*GROUPING).count())
+    aggregated = _keyed(events, key_field).groupBy(*GROUPING).agg(*answer)
+    return _changes(aggregated, [name for name in aggregated.columns if name not in GROUPING])
 
 
 def _count_in_jvm_seeded(events: DataFrame, key_field: str, seed: DataFrame) -> DataFrame:
-    """The same count, started from a savepoint's counts: each event weighs 1, each seed row its
+    """The count, started from a savepoint's counts: each event weighs 1, each seed row its
     count, and `seeded` is the key's seed (one seed row per key: its max; its own aggregate name
     keeps the state's two values apart, see savepoints.read_state_counts). A key whose total is
     its seed had no event yet (the first batch carries every seeded key): nothing to publish."""
-    events_weighted = _keyed(events, key_field).select("*", F.lit(1).cast("bigint").alias("weight"),
-                                                         F.lit(0).cast("bigint").alias("seed_weight"))
+    keyed = _keyed(events, key_field).select(*GROUPING)
+    events_weighted = keyed.select("*", F.lit(1).cast("bigint").alias("weight"),
+                                   F.lit(0).cast("bigint").alias("seed_weight"))
     seeds = seed.select(F.col("key").alias(GROUP_KEY), F.lit(None).cast("int").alias(DEAD_LETTER_GROUP),
                         F.col("count").alias("weight"), F.col("count").alias("seed_weight"))
     counts = events_weighted.unionByName(seeds).groupBy(*GROUPING).agg(
         F.sum("weight").alias("count"), F.max("seed_weight").alias("seeded"))
-    return _changes(counts.where(F.col("count") != F.col("seeded")))
+    return _changes(counts.where(F.col("count") != F.col("seeded")), ["count"])

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
 
 from ..config import JobConfig
 from . import query
@@ -39,5 +41,23 @@ def probe_events(config: JobConfig) -> list[dict[str, object]]:
 
 def fingerprint(config: JobConfig) -> str:
     """A digest of the model's answers, one after each probe event."""
-    answers = list(query.model(probe_events(config), config))
-    return hashlib.sha256(json.dumps(answers, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return _digest(query.model(probe_events(config), config))
+
+
+def counts_events(config: JobConfig) -> bool:
+    """Whether the query computes the count of kept events per key, the one answer that the
+    state TTL's operator (ttl_counting.py), savepoints and `state` know how to keep and move."""
+    return fingerprint(config) == _digest(count_model(probe_events(config), config))
+
+
+def count_model(events: Iterable[query.Event], config: JobConfig) -> Iterator[tuple[str, query.Answer]]:
+    """The model of the count of kept events per key (the template's query)."""
+    counts: Counter[str] = Counter()
+    for event in events:
+        key = query.as_key(event[config.key_field])
+        counts[key] += 1
+        yield key, {"key": key, "count": counts[key]}
+
+
+def _digest(answers: Iterable[tuple[str, query.Answer]]) -> str:
+    return hashlib.sha256(json.dumps(list(answers), sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,31 +1,34 @@
-"""The job's output as Kafka records, built in the JVM as part of the streaming query: a count
-becomes `{"key": ..., "count": ...}` on the output topic, keyed by its key; a dead letter keeps
-its JSON value (dead_letters.py) and goes to the dead-letter topic, keyed by its source
-coordinates; "partition P had dead letters" becomes a *reference*, a record without a topic
-whose key is P, which the sink turns into the dead letters themselves by reading them back
-(dead_letter_readback.py). Once the batch is known, `for_batch` makes the value's last field `"batch_id": N`
-with one SQL expression, so a batch costs one small plan on the driver, not an encoding. The
-sink only produces bytes."""
+"""The job's output as Kafka records, built in the JVM as part of the streaming query:
+- a key's answer becomes `{"key": ..., "count": ...}` (query.answer's names) on the output
+  topic, keyed by its key;
+- a dead letter keeps its JSON value (dead_letters.py) and goes to the dead-letter topic, keyed
+  by its source coordinates;
+- "partition P had dead letters" becomes a *reference*, a record without a topic whose key is
+  P, which the sink turns into the dead letters themselves by reading them back
+  (dead_letter_readback.py).
+Once the batch is known, `for_batch` makes the value's last field `"batch_id": N` with one SQL
+expression, so a batch costs one small plan on the driver, not an encoding. The sink only
+produces bytes."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .changes import KIND_COUNT, KIND_DEAD_LETTERS_IN_PARTITION
+from .changes import KIND_ANSWER, KIND_DEAD_LETTERS_IN_PARTITION, answer_names
 from .dead_letters import DEAD_LETTER_VALUE
 
 
 def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> DataFrame:
     """Changes (changes.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value a
     JSON object without the batch id; a reference has a null topic and value."""
-    is_count = F.col("kind") == KIND_COUNT
+    is_answer = F.col("kind") == KIND_ANSWER
     is_reference = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION
-    count_value = F.to_json(F.struct(F.col("key"), F.col("count")))
+    answer_value = F.to_json(F.struct(F.col("key"), *answer_names(changes.columns)))
     return changes.select(
-        F.when(is_count, F.lit(output_topic)).when(~is_reference, F.lit(dead_letter_topic)).alias("topic"),
+        F.when(is_answer, F.lit(output_topic)).when(~is_reference, F.lit(dead_letter_topic)).alias("topic"),
         F.col("key").cast("binary").alias("key"),
-        F.when(is_count, count_value).otherwise(F.col(DEAD_LETTER_VALUE)).cast("binary").alias("value"),
+        F.when(is_answer, answer_value).otherwise(F.col(DEAD_LETTER_VALUE)).cast("binary").alias("value"),
     )
 
 

@@ -1,11 +1,16 @@
-"""The job's query: from parsed events (parsing.py) to the changes the sink publishes. Filter,
-then count by key. Three things here describe it, and change together:
-- `changes`: the query itself, in Spark;
+"""The job's query, the one module a team edits to change what the job computes: from parsed
+events (parsing.py, fields as `[schema]` in job.toml declares them) to what the sink publishes.
+Filter, then an answer per key. Four things here describe it, and change together:
+- `keep_matching`: the filter (the `filter` option);
+- `answer`: what the job publishes for a key, as Spark aggregate functions over its kept events
+  (the default: how many there were); the sink, the runner and the tests do not change with it;
 - `OUTPUT`: what its published records mean, as the tests' differential oracle compares them
   (tools' differential.py): "upsert", one record per key and batch, a key's latest record its
-  answer (a count); or "append", every record an answer of its own;
+  answer; or "append", every record an answer of its own;
 - `model`: the same query in plain Python, one event at a time, which the tests hold the job's
-  output to, batch by batch (tools' verify.py).
+  output to, batch by batch (tools' verify.py), and which tells a checkpoint's query from another
+  (fingerprint.py).
+The README's "Change the job" walks through turning the count into a sum.
 """
 
 from __future__ import annotations
@@ -13,13 +18,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Literal
+from typing import Any, Literal
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..config import JobConfig
-from .counting import Changes, columns_read, count_changes
+from .counting import Changes, aggregate_changes, columns_read
 from .parsing import IS_EVENT
 from .unpushed_filter import where_in_place
 
@@ -35,20 +40,25 @@ def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
     return where_in_place(carried, ~F.col(IS_EVENT) | F.expr(config.filter))
 
 
-def count_by_key(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
-    """`seed`: a savepoint's counts, or None (job.savepoint_seed)."""
-    return count_changes(events, config.key_field, config.state_ttl_seconds, seed)
+def answer(config: JobConfig) -> list[Column]:
+    """A key's answer: aggregate functions over the key's kept events, each named. The output
+    record's value is `{"key": <key>, <name>: <value>, ...}`. Spark evaluates them over the dead
+    letters' rows too, whose fields are null: an aggregate must accept nulls (as Spark's own do)."""
+    return [F.count(F.lit(1)).alias("count")]
 
 
 def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
-    """The whole query: parsed events in, changes out."""
-    return count_by_key(keep_matching(events, config), config, seed)
+    """The whole query: parsed events in, changes out. `seed`: a savepoint's counts, or None
+    (job.savepoint_seed)."""
+    return aggregate_changes(keep_matching(events, config), config.key_field, answer(config),
+                             config.state_ttl_seconds, seed)
 
 
+Event = Mapping[str, Any]  # a parsed event: its fields as JSON gives them, of `[schema]`'s types
 Answer = dict[str, object]  # an output record's value, without the batch id the sink adds
 
 
-def model(events: Iterable[Mapping[str, object]], config: JobConfig) -> Iterator[tuple[str, Answer]]:
+def model(events: Iterable[Event], config: JobConfig) -> Iterator[tuple[str, Answer]]:
     """The query in plain Python: for each event the filter keeps (the tests evaluate the filter
     with Spark SQL, apart from the job), in input order, the key whose answer it changes and the
     new answer. What a key's answer is after a batch must not depend on the order of the batch's

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from .changes import CHANGES_SCHEMA, GROUP_KEY, INPUT_COLUMNS, KIND_COUNT, KIND_DEAD_LETTER
+from .changes import CHANGES_SCHEMA, GROUP_KEY, INPUT_COLUMNS, KIND_ANSWER, KIND_DEAD_LETTER
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
 
 _OUTPUT_COLUMNS = ["kind", "key", "count", DEAD_LETTER_VALUE]
@@ -67,7 +67,7 @@ class CountProcessor(StatefulProcessor):
 
 
 def count_frame(key: str, count: int) -> pd.DataFrame:
-    return pd.DataFrame({"kind": [KIND_COUNT], "key": [key], "count": [count], DEAD_LETTER_VALUE: [None]})
+    return pd.DataFrame({"kind": [KIND_ANSWER], "key": [key], "count": [count], DEAD_LETTER_VALUE: [None]})
 
 
 def dead_letter_frames(rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -57,9 +57,22 @@ def _session(spark_session: SessionFactory, config: JobConfig, name: str) -> Spa
     return spark_session(dataclasses.replace(config, ui_port=0), app_name=name)
 
 
+def require_counts(config: JobConfig, command: str) -> None:
+    """A savepoint carries, and `state` shows, a count per key: refused for another answer
+    (pipeline/query.py), whose state Spark keeps in a form of its own."""
+    from ..pipeline.fingerprint import counts_events
+
+    if not counts_events(config):
+        raise savepoints.SavepointError("savepoint", f"`{command}` knows a count per key, and pipeline/query.py "
+                                        "computes another answer: start a changed job on a new checkpoint_location "
+                                        "with a new sink_id")
+
+
 def create(config: JobConfig, to: str, timeout: float, spark_session: SessionFactory) -> int:
     """Stop the job at a batch boundary if it runs on the checkpoint, then save it."""
     from ..kafka.client import cluster_topics
+
+    require_counts(config, "savepoint create")
 
     cluster_topics(config.bootstrap_servers, config.kafka)  # before stopping the job: Kafka must answer to save it
     location = resolve_location(config.checkpoint_location)
@@ -171,6 +184,7 @@ def show_state(config: JobConfig, as_json: bool, limit: int, spark_session: Sess
 
     from ..storage import checkpoint
 
+    require_counts(config, "state")
     effective = effective_config(config)
     location = resolve_location(config.checkpoint_location)
     committed = checkpoint.committed_batches(location)

@@ -105,6 +105,13 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
     return sample
 
 
+def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str], key_field: str) -> list[Event]:
+    """An event per key, in order, its other fields as make_events gives them."""
+    rng = random.Random(seed)
+    return [{**{name: _value(rng, kind) for name, kind in schema.items() if name != key_field}, key_field: key}
+            for key in keys]
+
+
 def configured_sample(config: JobConfig, keep: Keep, count: int, seed: int, malformed_rate: float = 0.0
                       ) -> SampleInput:
     """A sample for the job as configured: its schema, its key field, keys on both sides of its filter."""

@@ -44,7 +44,7 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
     spark = job.spark_session(config, app_name=f"stages-{variant}")
     try:
         records = job.read_events(spark, config)
-        events = query.keep_matching(job.parse(records, config), config)
+        parsed = job.parse(records, config)
         if variant == "spark_kafka_job":
             from .jobproc import built_in_sink
 
@@ -53,12 +53,12 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
             writer = _built_in(records, config).writeStream.format("kafka").outputMode("update").option(
                 "kafka.bootstrap.servers", bootstrap).option("topic", config.output_topic)
         elif variant == "parse":
-            writer = events.writeStream.format("noop")
+            writer = query.keep_matching(parsed, config).writeStream.format("noop")
         elif variant == "count":
-            changes = query.count_by_key(events, config)
+            changes = query.changes(parsed, config)
             writer = changes.frame.writeStream.format("noop").outputMode(changes.output_mode)
         else:
-            writer, _sink = job.write_changes(query.count_by_key(events, config), config, origin=None)
+            writer, _sink = job.write_changes(query.changes(parsed, config), config, origin=None)
         running = (writer.option("checkpointLocation", config.checkpoint_location)
                    .trigger(availableNow=True).start())
         running.awaitTermination()

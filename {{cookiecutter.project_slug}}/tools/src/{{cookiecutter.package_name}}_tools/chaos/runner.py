@@ -4,6 +4,7 @@ the planned disruptions inside the runs, then reads the output back for the verd
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -15,6 +16,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from ..job_file import query_config, query_settings
 from ..kafka_io import create_topics
 from ..processes import descendants, disposable_job_settings, start_job
 from . import disruptions
@@ -35,13 +37,15 @@ def _faults() -> Any:
 class Chaos:
     def __init__(self, kafka: Any, profile: Profile, guarantee: str, seed: int, workdir: Path,
                  say: Reporter, cluster: ClusterSetup | None = None) -> None:
-        from {{ cookiecutter.package_name }}.config import JobConfig
-
         self.kafka, self.profile, self.guarantee, self.seed = kafka, profile, guarantee, seed
         self.workdir, self.say = workdir, say
         self.rng = random.Random(seed)
         self.bootstrap_servers = kafka.bootstrap_servers
-        self.key_field = JobConfig().key_field
+        # The job file's query, on keys of the run's own (strings) and with its own filter.
+        written = query_config()
+        self.key_field = written.key_field
+        self.query = query_config(schema=json.dumps({**written.schema, self.key_field: "string"}),
+                                  filter=f"`{self.key_field}` != '{EXCLUDED_KEY}'")
         suffix = f"{seed}-{uuid.uuid4().hex[:6]}"
         self.input_topic, self.output_topic = f"chaos-events-{suffix}", f"chaos-counts-{suffix}"
         self.dead_letter_topic, self.marker_topic = f"chaos-dead-{suffix}", f"chaos-markers-{suffix}"
@@ -65,7 +69,7 @@ class Chaos:
         return {
             **disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, "chaos", self.guarantee,
                                       self.checkpoint_location),
-            "filter": f"`{self.key_field}` != '{EXCLUDED_KEY}'",
+            **query_settings(self.query),
             "max_offsets_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
                                            else self.profile.max_offsets_per_trigger),
             "restart_strategy": "fixed-delay",
@@ -238,19 +242,17 @@ class Chaos:
 
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
-        from {{ cookiecutter.package_name }}.config import JobConfig
-
         from ..sample import COLORS, make_events
 
         profile = self.profile
         keys = COLORS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(COLORS)))]
-        schema = {**JobConfig().schema, self.key_field: "string"}
+        schema = self.query.schema
 
         def keep(events: list[dict]) -> list[bool]:  # the run's own filter (settings())
             return [event[self.key_field] != EXCLUDED_KEY for event in events]
 
         sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys)
-        python_workers = self.guarantee == "at-least-once" or JobConfig().state_ttl_seconds > 0
+        python_workers = self.guarantee == "at-least-once" or self.query.state_ttl_seconds > 0
         plans = make_plan(profile, self.rng, _faults().POINTS, cluster=self.cluster is not None,
                           python_workers=python_workers)
         self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
@@ -301,7 +303,6 @@ class Chaos:
 
     # -- the independent check ----------------------------------------------------------------
     def verify(self, malformed_values: list[bytes], completed: bool) -> int:
-        from {{ cookiecutter.package_name }}.config import JobConfig
         from {{ cookiecutter.package_name }}.pipeline import query
         from {{ cookiecutter.package_name }}.storage.checkpoint import batch_ends
         from {{ cookiecutter.package_name }}.storage.files import resolve_location
@@ -314,7 +315,7 @@ class Chaos:
                                                        self.dead_letter_topic), self.say)
         verdict, records = judge_run(inputs, published, malformed_values, self.key_field,
                                      batch_ends(resolve_location(self.checkpoint_location), self.input_topic),
-                                     self.say, lambda events: query.model(events, JobConfig()))
+                                     self.say, lambda events: query.model(events, self.query))
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
         self.say(f"summary: {self.tally.summary()} completed={str(completed).lower()} "

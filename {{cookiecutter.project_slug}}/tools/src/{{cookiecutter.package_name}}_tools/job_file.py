@@ -1,0 +1,32 @@
+"""The query as the project's job file (job.toml) configures it: its schema, key field, filter and
+state TTL. The tests and the chaos runner start the job with these, and judge its output by the
+query's model under the same configuration, so a team's change to them is what gets proven; every
+other option (topics, checkpoint, triggers) they set for themselves."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, JobConfig, load_config
+
+QUERY_OPTIONS = ("schema", "key_field", "filter", "state_ttl_seconds")
+
+
+def query_config(path: Path = DEFAULT_CONFIG_PATH, **changes: str) -> JobConfig:
+    """The defaults with the job file's query options (nothing else of it: its client settings
+    may name secrets the tests do not have), then `changes` (option=value as `--set` takes it)."""
+    written: dict[str, Any] = tomllib.loads(path.read_text()) if path.exists() else {}
+    chosen = {name: _as_setting(written[name]) for name in QUERY_OPTIONS if name in written}
+    return load_config(None, {**chosen, **changes}, environ={})
+
+
+def query_settings(config: JobConfig) -> dict[str, str]:
+    """`config`'s query options as `--set` settings of the job."""
+    return {name: _as_setting(getattr(config, name)) for name in QUERY_OPTIONS}
+
+
+def _as_setting(value: object) -> str:
+    return json.dumps(value) if isinstance(value, dict) else str(value)
