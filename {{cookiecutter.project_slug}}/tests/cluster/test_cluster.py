@@ -13,6 +13,7 @@ import pytest
 
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools import chaos
+from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES
 
 from harness import PUBLISHED_BEFORE_THE_CRASH, crash_at_each_point, merged, produce_sample, wait_until
 
@@ -64,20 +65,21 @@ def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_c
 
 
 @pytest.mark.timeout(3600)
-def test_the_chaos_quick_profile_on_the_cluster(kafka, tmp_path):
-    """chaos --cluster: every fault point once, a Spark worker killed with its executor, the S3
-    server and the broker killed and restarted, while the input arrives; then the independent
-    read_committed check. It runs its own cluster and S3 server, as `chaos --cluster` does."""
+def test_the_chaos_smoke_profile_on_the_cluster(kafka, tmp_path):
+    """chaos --cluster: three fault points (the crash test above fires every one on the cluster), a
+    Spark worker killed with its executor, the S3 server and the broker killed and restarted,
+    while the input arrives; then the independent read_committed check. It runs its own cluster
+    and S3 server, as `chaos --cluster` does."""
     parser = argparse.ArgumentParser()
     chaos.add_arguments(parser)
-    args = parser.parse_args(["--profile", "quick", "--seed", "1", "--cluster", "--workdir", str(tmp_path)])
+    args = parser.parse_args(["--profile", "smoke", "--seed", "1", "--cluster", "--workdir", str(tmp_path)])
     out = io.StringIO()
     code = chaos.run(args, kafka=kafka, out=out)
     output = out.getvalue()
     print(output)
     verdict = chaos.VERDICT_LINE.match(output.strip().splitlines()[-1])
     assert verdict, output[-3000:]
-    assert int(verdict["faults"]) == len(faults.POINTS), output
+    assert int(verdict["faults"]) == PROFILES["smoke"].fault_points, output
     assert "SIGKILL of Spark worker" in output and "S3 server serving again" in output, output
     assert "unexpected_exits=0" in output, output  # the clean run stopped cleanly under spark-submit too
     if kafka.restart_broker is not None:  # the env provider cannot restart a broker it did not start

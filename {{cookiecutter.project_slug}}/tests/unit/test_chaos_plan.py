@@ -42,6 +42,19 @@ def test_every_fault_point_ends_a_run_once_per_round_and_the_external_kills_come
     assert ends == {**{point: LONG.fault_rounds for point in faults.POINTS}, KILL: LONG.external_kills}
 
 
+def test_the_smoke_profile_fires_three_fault_points_chosen_by_the_seed_with_every_disruption():
+    smoke = PROFILES["smoke"]
+    chosen = set()
+    for seed in range(10):
+        plans = make_plan(smoke, random.Random(seed), faults.POINTS, cluster=True)
+        ends = Counter(plan.end for plan in plans)
+        assert sum(ends.values()) == 3 and set(ends.values()) == {1} and set(ends) <= set(faults.POINTS)
+        assert Counter(kind for plan in plans for kind, _ in plan.disruptions) == {
+            WORKER: smoke.worker_kills, BROKER: smoke.broker_restarts, S3: smoke.s3_restarts}
+        chosen |= set(ends)
+    assert chosen == set(faults.POINTS)  # over seeds, every point gets its turn
+
+
 def test_disruptions_go_to_fault_runs_other_than_the_last_and_faults_leave_room_for_them():
     for seed in range(20):
         plans = make_plan(QUICK, random.Random(seed), faults.POINTS, cluster=True)

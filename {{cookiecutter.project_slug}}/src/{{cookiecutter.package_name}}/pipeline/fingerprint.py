@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from ..config import JobConfig
+from ..failures import ConfigError
 from . import query
 
 PROBES = 64
@@ -40,8 +41,14 @@ def probe_events(config: JobConfig) -> list[dict[str, object]]:
 
 
 def fingerprint(config: JobConfig) -> str:
-    """A digest of the model's answers, one after each probe event."""
-    return _digest(query.model(probe_events(config), config))
+    """A digest of the model's answers, one after each probe event. A model that fails on events
+    of the configured schema (a field the query reads that `[schema]` lacks) stops the start."""
+    try:
+        return _digest(query.model(probe_events(config), config))
+    except Exception as error:  # noqa: BLE001 - a team's code: whatever it raises, one line naming the option
+        raise ConfigError("schema", f"pipeline/query.py's model fails on events of the configured schema "
+                          f"({type(error).__name__}: {error}): does [schema] declare every field the query "
+                          "reads?") from None
 
 
 def counts_events(config: JobConfig) -> bool:

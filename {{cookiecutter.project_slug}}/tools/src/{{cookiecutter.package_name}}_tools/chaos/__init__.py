@@ -46,6 +46,7 @@ GUARANTEES = ("exactly-once", "at-least-once")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
                         help="quick: 20,000 events, every fault point once (minutes); "
+                             "smoke: quick with three fault points, chosen by the seed; "
                              "long: 200,000 events over 8 partitions, more kills")
     parser.add_argument("--guarantee", choices=GUARANTEES, default="exactly-once",
                         help="the sink's delivery guarantee under test")

@@ -21,13 +21,14 @@ class Profile:
     drain_records_per_trigger: int  # ... but the final clean run drains what is left in a few
     chunks: int  # the input is produced in this many chunks ...
     chunk_interval: float  # ... this many seconds apart, while the job runs
-    fault_rounds: int  # every fault point fires this many times (each one a driver kill)
+    fault_rounds: int  # every fault point fires this many times (each one a driver kill) ...
     external_kills: int  # SIGKILLs of the driver's process group at random moments, besides the faults
     worker_kills: int
     broker_restarts: int
     s3_restarts: int  # --cluster only: kill -9 of the S3 server and a restart on the same data
     run_timeout: float  # a run that neither finishes nor dies in this time is killed
     deadline: float  # the whole run, start-up and verification included
+    fault_points: int = 0  # ... or only this many of them, chosen by the seed (0: every one)
 
 
 PROFILES = {
@@ -37,6 +38,12 @@ PROFILES = {
                      drain_records_per_trigger=10_000,
                      chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
                      broker_restarts=1, s3_restarts=1, run_timeout=600, deadline=2400),
+    # quick's input and disruptions, three fault points: the cluster suite's, whose crash test fires
+    # every point on the cluster already.
+    "smoke": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_offsets_per_trigger=500,
+                     drain_records_per_trigger=10_000,
+                     chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
+                     broker_restarts=1, s3_restarts=1, run_timeout=600, deadline=2400, fault_points=3),
     "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_offsets_per_trigger=2000,
                     drain_records_per_trigger=40_000,
                     chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
@@ -73,6 +80,8 @@ def make_plan(profile: Profile, rng: random.Random, points: Sequence[str], clust
     (`cluster`), or a Python worker (`python_workers`: the at-least-once sink and the TTL count run
     some; the exactly-once job without a TTL runs none, and a kill that waits for one would hold
     back the disruptions planned after it)."""
+    if profile.fault_points:
+        points = rng.sample(list(points), min(profile.fault_points, len(points)))
     ends: list[str] = [point for _ in range(profile.fault_rounds) for point in points]
     ends += [KILL] * profile.external_kills
     rng.shuffle(ends)
