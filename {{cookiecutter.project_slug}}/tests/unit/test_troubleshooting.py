@@ -219,8 +219,8 @@ class _Raisers(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         made = node.func.value if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
             else node.func
-        if (name := _name(made)) is not None and self.functions:
-            self.makers.setdefault(name, set()).add(self.functions[-1])
+        if (name := _name(made)) is not None:  # at a module's top level: a maker nothing calls, so it goes on
+            self.makers.setdefault(name, set()).add(self.functions[-1] if self.functions else "<module>")
         if (called := _name(node.func)) is not None:
             self.calls.setdefault(called, []).append(set().union(*self.caught))
         self.generic_visit(node)
