@@ -1,5 +1,6 @@
 """Updating a fork with cruft: a project created from the template at commit A takes the template's
-commit B with `cruft update -y`, keeping the team's own changes, and `.cruft.json` then names B."""
+commit B with `cruft update -y` (its version too), keeping the team's own changes, and
+`.cruft.json` then names B."""
 
 from __future__ import annotations
 
@@ -57,6 +58,10 @@ def test_cruft_update_brings_template_changes_into_a_fork(tmp_path: Path) -> Non
     with (slug_dir / "Makefile").open("a") as makefile:
         makefile.write("\n# template change B\n")
     (slug_dir / "UPGRADING.md").write_text("# Upgrading {{ cookiecutter.project_name }}\n")
+    # A release: cruft renders B with B's private variables, not those .cruft.json recorded at A.
+    answers = template / "cookiecutter.json"
+    released = json.loads(answers.read_text()) | {"_template_version": "99.0.0"}
+    answers.write_text(json.dumps(released, indent=2) + "\n")
     commit_b = commit_all(template, "B")
     assert cruft(project, "check").returncode != 0, "cruft check must say the fork is behind"
 
@@ -65,5 +70,6 @@ def test_cruft_update_brings_template_changes_into_a_fork(tmp_path: Path) -> Non
     assert (project / "Makefile").read_text().endswith("# template change B\n")
     assert (project / "UPGRADING.md").read_text() == "# Upgrading Color Counts\n"
     assert "max_record_bytes = 131072" in job.read_text(), "the team's own change must survive"
+    assert '__version__ = "99.0.0"' in (project / "src" / "color_counts" / "__init__.py").read_text()
     assert json.loads((project / ".cruft.json").read_text())["commit"] == commit_b
     assert cruft(project, "check").returncode == 0

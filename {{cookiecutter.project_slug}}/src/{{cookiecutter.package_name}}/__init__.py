@@ -1,3 +1,4 @@
 """{{ cookiecutter.project_name }}: {{ cookiecutter.description }}"""
 
-__version__ = "0.1.0"
+# The template's version this project was rendered from (its newest release); `cruft update` moves it on.
+__version__ = "{{ cookiecutter._template_version }}"

@@ -46,6 +46,7 @@ class ConfigError(JobFailure, ValueError):
     def __init__(self, option: str, problem: str) -> None:
         super().__init__(f"configuration option '{option}': {problem}")
         self.option = option  # type: ignore[misc]  # the instance names its own option
+        self.problem = problem
 
 
 class GaveUp(JobFailure, RuntimeError):
@@ -130,7 +131,9 @@ def verdict(error: BaseException) -> Verdict:
     (by error code), Spark's (by the Java exception's type and error condition); anything else
     is a failure the restart strategy retries."""
     if isinstance(error, JobFailure):
-        return Verdict(error.outcome, _line(error), error.option, _first_line(error), Source.JOB)
+        # A ConfigError's message without its option: whoever reports it names the option once.
+        message = _first_line(error.problem if isinstance(error, ConfigError) else error)
+        return Verdict(error.outcome, _line(error), error.option, message, Source.JOB)
     if isinstance(error, TimeoutError):  # a client's future that no answer completed in time
         return Verdict(Outcome.RIDE_OUT, f"{type(error).__name__}: a request got no answer in time {_first_line(error)}"
                        .strip())
@@ -146,7 +149,7 @@ def verdict(error: BaseException) -> Verdict:
     return Verdict(Outcome.RETRY, _line(error))
 
 
-def _first_line(error: BaseException) -> str:
+def _first_line(error: BaseException | str) -> str:
     text = str(error).strip()
     return text.splitlines()[0][:500] if text else ""
 

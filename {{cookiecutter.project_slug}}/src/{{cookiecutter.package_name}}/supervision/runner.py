@@ -18,7 +18,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from .. import failures
 from ..config import JobConfig, RestartStrategyKind
-from ..failures import ConfigError, Fenced, GaveUp, Halted, KafkaUnreachable, Outcome
+from ..failures import ConfigError, Fenced, GaveUp, Halted, JobFailure, KafkaUnreachable, Outcome
 from ..observability import metrics
 from ..observability.logs import event
 from ..savepoints import Origin
@@ -179,10 +179,37 @@ def run(spark: SparkSession, config: JobConfig, build_query: QueryBuilder, stop:
                            heartbeat.newer_driver)
     finally:
         heartbeat.stop()
+    ending = heartbeat_ending(lost, taken_over)
+    if ending is not None:
+        raise ending
+
+
+def heartbeat_ending(lost: list[str], taken_over: list[str]) -> GaveUp | None:
+    """What the job stops with after its heartbeat said so (taken over by a newer driver, or
+    not written for too long); None: it was not the heartbeat that stopped it."""
     if taken_over:
-        raise Fenced(f"stopping: {taken_over[0]}")
+        return Fenced(f"stopping: {taken_over[0]}")
     if lost:
-        raise Halted(f"stopped: {lost[0]}")
+        return Halted(f"stopped: {lost[0]}")
+    return None
+
+
+def query_failure_ending(judged: failures.Verdict,
+                         newer_driver: Callable[[], str | None] = lambda: None) -> JobFailure | None:
+    """What the job stops with after its query failed with `judged`; None: the outage tolerance
+    and the restart strategy decide (and a stop that was asked ends the run quietly).
+    `newer_driver`: asked only for a failure a restart would follow (it reads the checkpoint)."""
+    if judged.outcome is Outcome.FENCED:
+        return Fenced(f"stopping: {judged.line}")
+    if judged.outcome is Outcome.STOP:
+        return ConfigError(judged.option or "kafka", judged.message)
+    if judged.outcome is Outcome.HALT:
+        return Halted(f"stopping: {judged.line}")
+    if judged.outcome is Outcome.STOPPING:
+        return None
+    if (newer := newer_driver()) is not None:  # a zombie: its restart would fence the newer driver
+        return Fenced(f"stopping: {newer}; the batch failed with {judged.line}")
+    return None
 
 
 def _stop_on_request(stop: StopRequested, reason: str) -> None:
@@ -215,14 +242,9 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: Quer
             log.debug("the query failed: %s", judged.line, exc_info=error)
             if judged.outcome is Outcome.STOPPING:
                 return
-            if judged.outcome is Outcome.FENCED:
-                raise Fenced(f"stopping: {judged.line}") from None
-            if judged.outcome is Outcome.STOP:
-                raise ConfigError(judged.option or "kafka", judged.message) from None
-            if judged.outcome is Outcome.HALT:
-                raise Halted(f"stopping: {judged.line}") from None
-            if (newer := newer_driver()) is not None:  # a zombie: its restart would fence the newer driver
-                raise Fenced(f"stopping: {newer}; the batch failed with {judged.line}") from None
+            ending = query_failure_ending(judged, newer_driver)
+            if ending is not None:
+                raise ending from None
             if outage.ride_out(judged):
                 continue  # a Kafka outage within the tolerance: not a failure
             if not _restarts_after_delay(strategy, judged, stop):
