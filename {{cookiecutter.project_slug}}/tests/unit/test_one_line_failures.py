@@ -74,8 +74,8 @@ S3_COMMANDS = {  # each reads or writes a location on S3 first: the checkpoint, 
 
 def test_each_s3_facing_command_fails_in_one_line_naming_the_endpoint(tmp_path: Path) -> None:
     nobody = f"http://127.0.0.1:{free_port()}"
-    settings = {**QUERY, "checkpoint_location": "s3a://checkpoints/job", "s3.endpoint": nobody, "s3.access_key_id": "key",
-                "s3.secret_access_key": "secret", "s3.path_style_access": "true"}
+    settings = {**QUERY, "checkpoint_location": "s3a://checkpoints/job", "s3.endpoint": nobody,
+                "s3.access_key_id": "key", "s3.secret_access_key": "secret", "s3.path_style_access": "true"}
     arguments = [argument for name, value in settings.items() for argument in ("--set", f"{name}={value}")]
     for name, command in S3_COMMANDS.items():
         started = time.monotonic()
