@@ -119,6 +119,7 @@ def _savepoint(args: argparse.Namespace) -> int:
         if not args.to:
             raise ConfigError("--to", "savepoint create needs --to PATH (a new local path or s3:// location)")
         config = configuration(args)
+        commands.require_counts(config, "savepoint create")  # the configuration alone decides: before any storage
         reach_storage(config)
         reach_storage(config, args.to)
         return commands.create(config, args.to, args.timeout, spark_session)
@@ -133,6 +134,7 @@ def _state(args: argparse.Namespace) -> int:
     from .savepoints import commands
 
     config = configuration(args)
+    commands.require_counts(config, "state")  # the configuration alone decides: before any storage
     reach_storage(config)
     return commands.show_state(config, args.json, args.limit, spark_session)
 
