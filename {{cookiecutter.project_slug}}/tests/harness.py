@@ -28,9 +28,11 @@ from {{ cookiecutter.package_name }}_tools.processes import disposable_job_setti
 from {{ cookiecutter.package_name }}_tools.readback import (
     SETTLE_SECONDS,
     Published,
+    Record,
     batch_header_mismatches,
     read_positions,
     read_published,
+    read_records,
 )
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.sample import Event, Keep, SampleInput, configured_sample, produce
@@ -157,8 +159,8 @@ class JobUnderTest:
                             output_topic=output, dead_letter_topic=dead, keep=self.keep, guarantee=self.guarantee,
                             options=dict(self.options), launcher=self.launcher, launcher_env=dict(self.launcher_env))
 
-    def read_run(self) -> list[differential.Record]:
-        return differential.read_run(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
+    def read_run(self) -> list[Record]:
+        return read_records(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
 
     def compare_with_reference(self, **options: str) -> differential.Comparison:
         """The differential oracle (tools' differential.py): the twin runs the same input without a

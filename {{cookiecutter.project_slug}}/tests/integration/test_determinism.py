@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from {{ cookiecutter.package_name }}_tools.differential import read_run
+from {{ cookiecutter.package_name }}_tools.readback import read_records
 
 from harness import JobUnderTest, produce_sample
 
@@ -24,7 +24,7 @@ def run_twice(job: JobUnderTest, **options: str) -> str | None:
     produce_sample(job, count=1200, seed=31, partitions=4)
     completed = job.run(max_offsets_per_trigger="300", **options)
     assert completed.returncode == 0, completed.stdout[-3000:]
-    assert len({record.batch for record in read_run(job.bootstrap_servers, job.output_topic,
+    assert len({record.batch for record in read_records(job.bootstrap_servers, job.output_topic,
                                                     job.dead_letter_topic)}) >= 4  # several batches compared
     comparison = job.compare_with_reference(max_offsets_per_trigger="300", **options)
     assert comparison.same_plan

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from {{ cookiecutter.package_name }}_tools.differential import DEAD_LETTER, OUTPUT, Record, difference
+from {{ cookiecutter.package_name }}_tools.differential import difference
+from {{ cookiecutter.package_name }}_tools.readback import DEAD_LETTER, OUTPUT, Record
 
 
 def answer(batch: int, key: str, count: int) -> Record:

@@ -18,49 +18,20 @@ the boundaries is compared, each value without its batch id:
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .readback import read_messages
+from .readback import DEAD_LETTER, OUTPUT, Record
 
 OutputKind = Literal["upsert", "append"]
-OUTPUT, DEAD_LETTER = "output", "dead-letter"
-
-
-@dataclass(frozen=True, order=True)
-class Record:
-    batch: int  # the batch id the sink gave it (its `batch_id` header)
-    role: str  # OUTPUT or DEAD_LETTER
-    key: bytes
-    value: bytes
-
-    def without_batch_id(self) -> tuple[str, bytes, str]:
-        """The record as boundary-free comparisons see it: its value without the batch id the sink
-        added as the JSON object's last field."""
-        value = json.loads(self.value)
-        value.pop("batch_id", None)
-        return self.role, self.key, json.dumps(value, sort_keys=True)
 
 
 @dataclass(frozen=True)
 class Comparison:
     same_plan: bool  # both runs ran the same batches (their offset logs agree)
     difference: str | None  # None: the faulted run published what the reference run did
-
-
-def read_run(bootstrap_servers: str, output_topic: str, dead_letter_topic: str) -> list[Record]:
-    """Every record a read_committed consumer sees on the run's two topics, in each partition's order."""
-    records = []
-    for role, topic in ((OUTPUT, output_topic), (DEAD_LETTER, dead_letter_topic)):
-        for message in read_messages(bootstrap_servers, topic):
-            batch_id = dict(message.headers() or []).get("batch_id")
-            if batch_id is None:
-                raise AssertionError(f"{topic}/{message.partition()}@{message.offset()} has no batch_id header")
-            records.append(Record(int(batch_id), role, message.key() or b"", message.value() or b""))
-    return records
 
 
 def difference(faulted: list[Record], reference: list[Record], kind: OutputKind, same_plan: bool) -> str | None:

@@ -19,6 +19,24 @@ SETTLE_SECONDS = 10.0
 
 
 Answer = dict[str, object]  # an output record's value, without the batch id the sink adds
+OUTPUT, DEAD_LETTER = "output", "dead-letter"  # a record's role: which of the job's two topics holds it
+
+
+@dataclass(frozen=True, order=True)
+class Record:
+    """One record the job published, whole."""
+
+    batch: int  # the batch id the sink gave it (its `batch_id` header)
+    role: str  # OUTPUT or DEAD_LETTER
+    key: bytes
+    value: bytes
+
+    def without_batch_id(self) -> tuple[str, bytes, str]:
+        """The record as boundary-free comparisons see it: its value without the batch id the sink
+        added as the JSON object's last field."""
+        value = json.loads(self.value)
+        value.pop("batch_id", None)
+        return self.role, self.key, json.dumps(value, sort_keys=True)
 
 
 @dataclass
@@ -45,11 +63,6 @@ def read_topic(bootstrap_servers: str, topic: str, isolation: str = "read_commit
     after up to `settle` seconds for the transactions in flight to land)."""
     return [(message.key(), message.value())
             for message in _read(bootstrap_servers, topic, isolation, timeout, settle)]
-
-
-def read_messages(bootstrap_servers: str, topic: str, timeout: float = 60.0) -> list[Message]:
-    """Every committed record, whole (headers, partition, offset), in each partition's order."""
-    return _read(bootstrap_servers, topic, "read_committed", timeout, SETTLE_SECONDS)
 
 
 def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
@@ -129,15 +142,29 @@ def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float, se
         consumer.close()
 
 
+def read_records(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
+                 settle: float = SETTLE_SECONDS) -> list[Record]:
+    """Every record a read_committed consumer sees on the job's two topics, in each partition's
+    order; `settle=0` reads at once, where a transaction is known to be left open."""
+    records = []
+    for role, topic in ((OUTPUT, output_topic), (DEAD_LETTER, dead_letter_topic)):
+        for message in _read(bootstrap_servers, topic, "read_committed", 60.0, settle):
+            batch_id = dict(message.headers() or []).get("batch_id")
+            if batch_id is None:
+                raise AssertionError(f"{topic}/{message.partition()}@{message.offset()} has no batch_id header")
+            records.append(Record(int(batch_id), role, message.key() or b"", message.value() or b""))
+    return records
+
+
 def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
                    settle: float = SETTLE_SECONDS) -> Published:
-    """What a read_committed consumer sees; `settle=0` reads at once, where a transaction is
-    known to be left open."""
+    """What a read_committed consumer sees, as answers per key and dead letters."""
     published = Published()
-    for key, value in read_topic(bootstrap_servers, output_topic, settle=settle):
-        answer = json.loads(value or b"null")
-        batch = answer.pop("batch_id")
-        published.answers[(key or b"").decode()].append((batch, answer))
-    published.dead_letters = [json.loads(value or b"null")
-                              for _key, value in read_topic(bootstrap_servers, dead_letter_topic, settle=settle)]
+    for record in read_records(bootstrap_servers, output_topic, dead_letter_topic, settle):
+        value = json.loads(record.value or b"null")
+        if record.role == OUTPUT:
+            value.pop("batch_id", None)
+            published.answers[record.key.decode()].append((record.batch, value))
+        else:
+            published.dead_letters.append(value)
     return published
