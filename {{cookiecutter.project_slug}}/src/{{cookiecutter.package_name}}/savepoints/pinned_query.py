@@ -4,12 +4,9 @@ refused, naming checkpoint_location: the state would be read with another meanin
 
 from __future__ import annotations
 
-import json
-
 from ..failures import ConfigError
-from ..sink.formats import check_format
+from ..sink.formats import read_pinned_file, write_pinned_file
 from ..storage import checkpoint
-from ..storage.files import exists, filesystem, read_bytes, write_atomic
 
 FILE = "query.json"
 PINNED_FORMAT = 1  # the file's layout (sink/formats.py)
@@ -17,13 +14,8 @@ PINNED_FORMAT = 1  # the file's layout (sink/formats.py)
 
 def read_pinned(location: str) -> str | None:
     """The fingerprint the checkpoint's query had, if it recorded one."""
-    fs, base = filesystem(location)
-    path = f"{base}/{FILE}"
-    if not exists(fs, path):
-        return None
-    fields = json.loads(read_bytes(fs, path))
-    check_format(path, fields.pop("format", None), PINNED_FORMAT)
-    return str(fields["fingerprint"])
+    fields = read_pinned_file(location, FILE, PINNED_FORMAT)
+    return None if fields is None else str(fields["fingerprint"])
 
 
 def check_and_pin(location: str, fingerprint: str) -> bool:
@@ -39,6 +31,5 @@ def check_and_pin(location: str, fingerprint: str) -> bool:
                           "would go on from the old one's answers. Start it on a new checkpoint_location with a "
                           "new sink_id, or put the old query back.")
     existing = not checkpoint.is_new(location)
-    fs, base = filesystem(location)
-    write_atomic(fs, f"{base}/{FILE}", json.dumps({"format": PINNED_FORMAT, "fingerprint": fingerprint}).encode())
+    write_pinned_file(location, FILE, PINNED_FORMAT, {"fingerprint": fingerprint})
     return existing

@@ -9,15 +9,11 @@ renamed, the same. So a change is accepted only when no batch is in doubt."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
-
-from pyarrow import fs as pafs
 
 from ..failures import JobFailure, Outcome
 from ..storage import checkpoint
-from ..storage.files import exists, filesystem, read_bytes, write_atomic
-from .formats import check_format
+from .formats import read_pinned_file, write_pinned_file
 
 FILE = "sink-settings.json"
 PINNED_FORMAT = 1  # the file's layout (formats.py)
@@ -52,9 +48,7 @@ def in_doubt_batch(location: str) -> int | None:
 def check_and_pin(location: str, current: PinnedSettings) -> list[str]:
     """Refuse a change while a batch is in doubt; otherwise record `current`. Returns the
     options that changed (accepted, because no batch was in doubt)."""
-    fs, base = filesystem(location)
-    path = f"{base}/{FILE}"
-    recorded = _read(fs, path)
+    recorded = read_pinned(location)
     changed = [] if recorded is None else [
         name for name, value in asdict(current).items() if getattr(recorded, name) != value]
     if changed and (batch := in_doubt_batch(location)) is not None:
@@ -65,20 +59,11 @@ def check_and_pin(location: str, current: PinnedSettings) -> list[str]:
             f"settings it was published with: run once more with {name}={getattr(recorded, name)!r} until it "
             "has committed (`run --until-idle 1`, or stop it with SIGTERM), then change it.")
     if recorded is None or changed:
-        write_atomic(fs, path, json.dumps({"format": PINNED_FORMAT, **asdict(current)}, indent=1,
-                                          sort_keys=True).encode())
+        write_pinned_file(location, FILE, PINNED_FORMAT, asdict(current))
     return changed
 
 
 def read_pinned(location: str) -> PinnedSettings | None:
     """The settings the checkpoint's batches were published with, if it recorded them."""
-    fs, base = filesystem(location)
-    return _read(fs, f"{base}/{FILE}")
-
-
-def _read(fs: pafs.FileSystem, path: str) -> PinnedSettings | None:
-    if not exists(fs, path):
-        return None
-    fields = json.loads(read_bytes(fs, path))
-    check_format(path, fields.pop("format", None), PINNED_FORMAT)
-    return PinnedSettings(**fields)
+    fields = read_pinned_file(location, FILE, PINNED_FORMAT)
+    return None if fields is None else PinnedSettings(**fields)
