@@ -18,7 +18,8 @@ from {{ cookiecutter.package_name }}.failures import ConfigError, JobFailure, Ou
 from {{ cookiecutter.package_name }}.sink import coordinator, shard_transaction
 
 
-def _exception_classes() -> list[type[BaseException]]:
+def exception_classes() -> list[type[BaseException]]:
+    """Every exception class the job's package defines (test_troubleshooting.py takes them too)."""
     found = []
     package = {{ cookiecutter.package_name }}
     for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
@@ -31,7 +32,7 @@ def _exception_classes() -> list[type[BaseException]]:
 
 
 def test_every_exception_class_of_the_job_declares_its_outcome():
-    classes = _exception_classes()
+    classes = exception_classes()
     assert len(classes) > 15, classes  # the walk found the package's exceptions
     undeclared = [f"{cls.__module__}.{cls.__name__}" for cls in classes
                   if not issubclass(cls, JobFailure) or not isinstance(getattr(cls, "outcome", None), Outcome)]

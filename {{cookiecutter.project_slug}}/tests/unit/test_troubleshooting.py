@@ -11,12 +11,10 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import importlib
 import inspect
 import io
 import json
 import logging
-import pkgutil
 import re
 import time
 from collections.abc import Callable
@@ -36,6 +34,8 @@ from {{ cookiecutter.package_name }}.startup import preflight
 from {{ cookiecutter.package_name }}.storage.driver_presence import HEARTBEAT
 from {{ cookiecutter.package_name }}.supervision import runner
 from {{ cookiecutter.package_name }}.supervision.heartbeat import Heartbeat
+
+from test_failures import exception_classes
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PACKAGE = Path({{ cookiecutter.package_name }}.__file__).parent
@@ -235,15 +235,7 @@ def raisers() -> _Raisers:
 
 
 def failure_classes() -> list[type[JobFailure]]:
-    found = []
-    package = {{ cookiecutter.package_name }}
-    for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
-        if module.name.endswith("__main__"):
-            continue
-        for _, cls in inspect.getmembers(importlib.import_module(module.name), inspect.isclass):
-            if issubclass(cls, JobFailure) and cls.__module__ == module.name and cls is not JobFailure:
-                found.append(cls)
-    return found
+    return [cls for cls in exception_classes() if issubclass(cls, JobFailure)]
 
 
 def reaches_the_user(cls: type[JobFailure], raisers: _Raisers) -> bool:
