@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import io
+import random
 import threading
+import time
 
 import pytest
 
@@ -62,6 +64,37 @@ def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_c
     spark_cluster.start_worker(0)
     assert outcome["run"].returncode == 0, outcome["run"].stdout[-3000:]
     exact(job, first, second)
+
+
+def test_the_s3_server_killed_while_the_job_writes_its_checkpoint_costs_nothing(cluster_job, s3_server):
+    """The checkpoint's store fails in the middle of its writes: while batches run (each writes its
+    offsets, its state's files, the sink's log entry and its commit to the bucket, 0.5 s apart),
+    the S3 server is SIGKILLed at moments drawn from a seed, four times, each time back 2 s later
+    on the same data. The job waits (the S3 clients' retries) or restarts its query from the
+    checkpoint; the output stays exact."""
+    job = cluster_job
+    first = produce_sample(job, count=4000, seed=95, partitions=4)
+    outcome: dict = {}
+    running = threading.Thread(target=lambda: outcome.update(run=job.run(
+        max_offsets_per_trigger="150", until_idle=6, timeout=900, restart_strategy="fixed-delay",
+        restart_attempts="100")))
+    running.start()
+    rng, kills = random.Random(95), 0
+    try:
+        wait_until(lambda: job.published().answers, 300, "a count published on the cluster", interval=0.5)
+        while running.is_alive() and kills < 4:
+            time.sleep(rng.uniform(0.5, 2.5))
+            s3_server.stop()
+            kills += 1
+            time.sleep(2.0)
+            s3_server.start()
+    finally:
+        if s3_server.process is None:
+            s3_server.start()
+        running.join(900)
+    assert kills == 4, f"the run ended after {kills} kills of the S3 server"
+    assert outcome["run"].returncode == 0, outcome["run"].stdout[-3000:]
+    exact(job, first)
 
 
 @pytest.mark.timeout(3600)
