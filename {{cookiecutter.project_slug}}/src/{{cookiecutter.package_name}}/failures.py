@@ -192,6 +192,7 @@ def _kafka_table() -> dict[int, tuple[Outcome, str | None]]:
     table |= {code: (Outcome.STOP, option) for code, option in refused.items()}
     table |= {code: (Outcome.STOP, "kafka.message.max.bytes") for code in too_large}
     table |= {code: (Outcome.RIDE_OUT, None) for code in outage}
+    table[E._FATAL] = (Outcome.HALT, None)  # a client that met a fatal error earlier: it cannot go on
     return table
 
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from {{ cookiecutter.package_name }}.failures import Outcome
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
@@ -69,6 +69,37 @@ def test_an_older_driver_is_fenced_once_a_newer_one_started(kafka, new_topic, tm
     publish(settings, new, chunks_of(batch_records(output, 1, 10), 0), 1)
     assert batch_ids_visible(kafka, output) == [1] * 10
     assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "fenced") == {0: 1}
+
+
+def test_a_producer_fenced_between_its_records_is_judged_fenced_not_retried(kafka, new_topic, tmp_path):
+    """A newer instance fences the producer while it produces the batch's records, and its client
+    turns fatal (it refuses records with `_FATAL`, "a fatal error earlier"). Whichever call meets
+    it first, a record or the commit, the shard stops fenced; judged a retry, the job would
+    restart and fence the newer instance back (the unit test of shard_transaction.fatal_cause
+    pins the `_FATAL` path)."""
+    output = new_topic("out")
+    settings = settings_for(kafka, tmp_path, new_topic, "fenced-midway")
+    old = CommitShard(settings, 0)
+    first, second = batch_records(output, 0, 10), batch_records(output, 0, 10)
+
+    def chunks():
+        yield from first.chunks(0)
+        CommitShard(settings, 0)  # the newer instance
+        # The old producer's next records meet the fence, and its client turns fatal.
+        wait_until(lambda: fatal_refusal(old, output), 30, "the fenced producer refusing records")
+        yield from second.chunks(0)
+
+    with pytest.raises(ProducerFenced, match="uses the same sink id"):
+        publish(settings, old, chunks, 0)
+
+
+def fatal_refusal(shard: CommitShard, topic: str) -> bool:
+    try:
+        shard.producer.produce(topic, b"probe")
+    except KafkaException as error:
+        return error.args[0].code() == KafkaError._FATAL
+    shard.producer.flush(1)
+    return False
 
 
 @pytest.mark.parametrize("partitions", [1, 3])

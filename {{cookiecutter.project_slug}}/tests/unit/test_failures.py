@@ -170,3 +170,19 @@ def test_a_publishing_tasks_failure_reaches_the_driver_as_the_sinks_exception_wi
     assert "shard 2" in str(error)
     if raised is shard_transaction.RecordRejected:
         assert verdict(error).option == "kafka.message.max.bytes"
+
+
+def test_a_call_refused_for_an_earlier_fatal_error_is_judged_by_that_error():
+    """A produce refused with `_FATAL` after the client saw a fence: the transactional API names
+    the fence (shard_transaction.fatal_cause), and the shard stops fenced, never retried."""
+    from {{ cookiecutter.package_name }}.sink.shard_transaction import fatal_cause
+
+    class FencedClient:
+        def abort_transaction(self, timeout: float) -> None:
+            raise KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+
+    refused = KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error")
+    cause = fatal_cause(FencedClient(), refused)  # type: ignore[arg-type]
+    assert cause.code() == KafkaError._FENCED and failures.kafka_outcome(cause)[0] is Outcome.FENCED
+    assert failures.kafka_outcome(refused)[0] is Outcome.HALT  # whatever the cause, never a retry
+    assert fatal_cause(FencedClient(), KafkaError(KafkaError._TRANSPORT)).code() == KafkaError._TRANSPORT  # type: ignore[arg-type]

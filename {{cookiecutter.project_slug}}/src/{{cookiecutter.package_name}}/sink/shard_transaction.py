@@ -93,7 +93,7 @@ def publish(settings: SinkSettings, shard: CommitShard, chunks: Chunks, batch_id
             published = _transaction(settings, shard, chunks, batch_id, source_offsets, expected)
             break
         except KafkaException as error:
-            kafka_error = error.args[0]
+            kafka_error = fatal_cause(shard.producer, error.args[0])
             if kafka_error.txn_requires_abort() and not kafka_error.fatal():
                 abort(settings, shard)
                 if attempt < retries:  # aborted for a transient reason: again, in place
@@ -202,6 +202,21 @@ def _commit(settings: SinkSettings, producer: Producer, budget: float) -> None:
             metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
             time.sleep(pause)
             pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE_SECONDS)
+
+
+def fatal_cause(producer: Producer, error: KafkaError) -> KafkaError:
+    """The error a call failed with; for `_FATAL` ("the producer met a fatal error earlier", which
+    a produce call returns once the client's background thread has seen, say, a fence), the
+    fatal error itself, which the transactional API reports: a fenced producer must be judged
+    fenced, never retried (its restart would fence the newer instance back)."""
+    if error.code() != KafkaError._FATAL:
+        return error
+    try:
+        producer.abort_transaction(1.0)
+    except KafkaException as fatal:
+        cause: KafkaError = fatal.args[0]
+        return cause
+    return error
 
 
 def abort(settings: SinkSettings, shard: CommitShard) -> None:
