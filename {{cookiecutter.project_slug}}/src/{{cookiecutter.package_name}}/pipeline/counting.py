@@ -102,9 +102,8 @@ def _count_in_jvm_seeded(events: DataFrame, key_field: str, seed: DataFrame) -> 
     count, and `seeded` is the key's seed (one seed row per key: its max; its own aggregate name
     keeps the state's two values apart, see savepoints.read_state_counts). A key whose total is
     its seed had no event yet (the first batch carries every seeded key): nothing to publish."""
-    keyed = _keyed(events, key_field).select(*GROUPING)
-    events_weighted = keyed.select("*", F.lit(1).cast("bigint").alias("weight"),
-                                   F.lit(0).cast("bigint").alias("seed_weight"))
+    events_weighted = _keyed(events, key_field).select(*GROUPING, F.lit(1).cast("bigint").alias("weight"),
+                                                         F.lit(0).cast("bigint").alias("seed_weight"))
     seeds = seed.select(F.col("key").alias(GROUP_KEY), F.lit(None).cast("int").alias(DEAD_LETTER_GROUP),
                         F.col("count").alias("weight"), F.col("count").alias("seed_weight"))
     counts = events_weighted.unionByName(seeds).groupBy(*GROUPING).agg(

@@ -73,7 +73,6 @@ def create(config: JobConfig, to: str, timeout: float, spark_session: SessionFac
     """Stop the job at a batch boundary if it runs on the checkpoint, then save it."""
     from ..kafka.client import cluster_topics
 
-
     cluster_topics(config.bootstrap_servers, config.kafka)  # before stopping the job: Kafka must answer to save it
     location = resolve_location(config.checkpoint_location)
     effective = effective_config(config)

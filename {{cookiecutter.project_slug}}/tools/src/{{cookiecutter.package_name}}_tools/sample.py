@@ -92,7 +92,7 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
             sample.values.append(malformed[i % len(malformed)])
             sample.malformed_values.append(malformed[i % len(malformed)])
             continue
-        event: Event = {name: _value(rng, kind) for name, kind in schema.items() if name != key_field}
+        event = _other_fields(rng, schema, key_field)
         event[key_field] = rng.choices(keys, weights)[0]
         event.setdefault("seq", i)  # not in the schema unless a team adds it: the job ignores it
         value = json.dumps(event).encode()
@@ -108,8 +108,7 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
 def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str], key_field: str) -> list[Event]:
     """An event per key, in order, its other fields as make_events gives them."""
     rng = random.Random(seed)
-    return [{**{name: _value(rng, kind) for name, kind in schema.items() if name != key_field}, key_field: key}
-            for key in keys]
+    return [{**_other_fields(rng, schema, key_field), key_field: key} for key in keys]
 
 
 def configured_sample(config: JobConfig, keep: Keep, count: int, seed: int, malformed_rate: float = 0.0
@@ -137,6 +136,10 @@ def spark_filter(spark: SparkSession, filter_expression: str, schema: Mapping[st
         return [i in kept for i in range(len(events))]
 
     return keep
+
+
+def _other_fields(rng: random.Random, schema: Mapping[str, str], key_field: str) -> Event:
+    return {name: _value(rng, kind) for name, kind in schema.items() if name != key_field}
 
 
 def _value(rng: random.Random, kind: str) -> object:

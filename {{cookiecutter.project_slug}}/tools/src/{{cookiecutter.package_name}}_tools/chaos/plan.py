@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 KILL = "kill"  # a run that ends with an external SIGKILL of the driver's process group
 WORKER, BROKER, S3 = "worker", "broker", "s3"  # disruptions inside a run
@@ -31,19 +31,18 @@ class Profile:
     fault_points: int = 0  # ... or only this many of them, chosen by the seed (0: every one)
 
 
+# Each job start costs Spark's start-up: the fault runs are the driver kills, the worker kill and
+# the broker restart happen inside them, then one clean run drains the rest.
+QUICK = Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_offsets_per_trigger=500,
+                drain_records_per_trigger=10_000,
+                chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
+                broker_restarts=1, s3_restarts=1, run_timeout=600, deadline=2400)
+
 PROFILES = {
-    # Each job start costs Spark's start-up: the fault runs are the driver kills, the worker kill and
-    # the broker restart happen inside them, then one clean run drains the rest.
-    "quick": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_offsets_per_trigger=500,
-                     drain_records_per_trigger=10_000,
-                     chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
-                     broker_restarts=1, s3_restarts=1, run_timeout=600, deadline=2400),
+    "quick": QUICK,
     # quick's input and disruptions, three fault points: the cluster suite's, whose crash test fires
     # every point on the cluster already.
-    "smoke": Profile(events=20_000, partitions=4, keys=60, malformed_rate=0.01, max_offsets_per_trigger=500,
-                     drain_records_per_trigger=10_000,
-                     chunks=10, chunk_interval=6.0, fault_rounds=1, external_kills=0, worker_kills=1,
-                     broker_restarts=1, s3_restarts=1, run_timeout=600, deadline=2400, fault_points=3),
+    "smoke": replace(QUICK, fault_points=3),
     "long": Profile(events=200_000, partitions=8, keys=400, malformed_rate=0.01, max_offsets_per_trigger=2000,
                     drain_records_per_trigger=40_000,
                     chunks=50, chunk_interval=4.0, fault_rounds=2, external_kills=6, worker_kills=4,
