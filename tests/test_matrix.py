@@ -4,8 +4,8 @@ leftovers, its file set, parsing deploy/CI files and ruff. The options that only
 files (workflow, deployment) leave src/ and tests/ byte-identical, which a test below proves, so the
 rendered unit tests run for the renderings that change what the defaults do: both guarantees with
 the checkpoint on S3, and one rendering with every name changed (at-least-once, HDFS); the default
-rendering (exactly-once, local) runs its whole suite in test_rendered_suite.py. 3 runs, in one
-shared venv with PYTHONPATH=<rendering>/src and its tools/src."""
+rendering (exactly-once, local) runs its whole suite in test_rendered_suite.py. 3 runs, side by
+side, in one shared venv with PYTHONPATH=<rendering>/src and its tools/src."""
 
 from __future__ import annotations
 
@@ -180,16 +180,29 @@ def test_the_manifest_matches_the_pinned_spark(renderings: dict[str, Path], proj
                                                     f"org.apache.hadoop:hadoop-aws:{hadoop}"]
 
 
+@pytest.fixture(scope="module")
+def unit_test_runs(renderings: dict[str, Path], project_python: Path) -> dict[str, tuple[int, str]]:
+    """The cells' unit tests run side by side: each spends much of its time waiting on a JVM or a
+    child process, so three at once take about half the time of three in a row on two cores.
+    Each writes to a file, not a pipe, so a long failure report cannot block it."""
+    runs = {}
+    for cell in UNIT_TEST_CELLS:
+        project = renderings[cell]
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
+        env["PYTHONPATH"] = os.pathsep.join((str(project / "src"), str(project / "tools" / "src")))
+        log = project.parent / f"{cell}-unit-tests.log"
+        with log.open("w") as out:
+            runs[cell] = (log, subprocess.Popen(
+                [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
+                cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT,
+            ))
+    return {cell: (run.wait(), log.read_text()) for cell, (log, run) in runs.items()}
+
+
 @pytest.mark.parametrize("cell", list(UNIT_TEST_CELLS))
-def test_rendered_unit_tests_pass(cell: str, renderings: dict[str, Path], project_python: Path) -> None:
-    project = renderings[cell]
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
-    env["PYTHONPATH"] = os.pathsep.join((str(project / "src"), str(project / "tools" / "src")))
-    result = subprocess.run(
-        [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
-        cwd=project, env=env, capture_output=True, text=True, check=False,
-    )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+def test_rendered_unit_tests_pass(cell: str, unit_test_runs: dict[str, tuple[int, str]]) -> None:
+    returncode, output = unit_test_runs[cell]
+    assert returncode == 0, output[-9000:]
 
 
 def test_a_rendering_with_every_answer_changed_passes_its_pipeline_smoke_test(
