@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +30,15 @@ def has_template_markers(relative_path: str, text: str) -> bool:
         text = native.sub("", text)
     text = text.replace(".cookiecutter.json", "")  # the rendered answers' file, which a README may name
     return "{{" in text or "{%" in text or "cookiecutter." in text
+
+
+def rendering_env(project: Path, *drop: str) -> dict[str, str]:
+    """The environment a rendering's code runs in with the shared project venv (project_python):
+    its src/ and tools/src/ first on the path, nothing of this test run's venv or pytest options,
+    and none of `drop`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS", *drop)}
+    env["PYTHONPATH"] = os.pathsep.join((str(project / "src"), str(project / "tools" / "src")))
+    return env
 
 
 def render(output_dir: Path, **answers: str) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import has_template_markers, render
+from conftest import has_template_markers, render, rendering_env
 
 GUARANTEES = ("exactly-once", "at-least-once")
 YES_NO = ("yes", "no")
@@ -188,13 +188,11 @@ def unit_test_runs(renderings: dict[str, Path], project_python: Path) -> dict[st
     runs = {}
     for cell in UNIT_TEST_CELLS:
         project = renderings[cell]
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
-        env["PYTHONPATH"] = os.pathsep.join((str(project / "src"), str(project / "tools" / "src")))
         log = project.parent / f"{cell}-unit-tests.log"
         with log.open("w") as out:
             runs[cell] = (log, subprocess.Popen(
                 [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit"],
-                cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT,
+                cwd=project, env=rendering_env(project), stdout=out, stderr=subprocess.STDOUT,
             ))
     return {cell: (run.wait(), log.read_text()) for cell, (log, run) in runs.items()}
 
@@ -211,14 +209,12 @@ def test_a_rendering_with_every_answer_changed_passes_its_pipeline_smoke_test(
     """One pipeline run on a real Kafka (the rendered tests provide it, as in `make test`), checked
     by the independent reader: other key field (the default filter follows it), topics, guarantee and TTL."""
     project = render(tmp_path, **SMOKE)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
-    env["PYTHONPATH"] = os.pathsep.join((str(project / "src"), str(project / "tools" / "src")))
     with capsys.disabled():
         print(f"\n=== smoke test of a rendering with every answer changed: {project}", flush=True)
     result = subprocess.run(
         [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
          "tests/integration/test_pipeline.py::test_counts_over_several_partitions_are_exact"],
-        cwd=project, env=env, capture_output=True, text=True, check=False,
+        cwd=project, env=rendering_env(project), capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert "1 passed" in result.stdout, result.stdout[-3000:]

@@ -6,14 +6,13 @@ to this version, whose job resumes that checkpoint as CHANGELOG.md says."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TEMPLATE
+from conftest import TEMPLATE, rendering_env
 
 CRUFT = Path(sys.executable).with_name("cruft")
 GIT_IDENTITY = ["-c", "user.name=Template Test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]
@@ -171,9 +170,7 @@ def test_a_fork_of_the_previous_release_updated_to_this_version_resumes_its_chec
     git(fork, "init", "-q", "-b", "main")
     commit_all(fork, "generated")
 
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS",
-                                                            "KAFKA_BOOTSTRAP_SERVERS")}
-    env["PYTHONPATH"] = os.pathsep.join((str(fork / "src"), str(fork / "tools" / "src")))
+    env = rendering_env(fork, "KAFKA_BOOTSTRAP_SERVERS")  # `kafka up` gives the broker
     (tmp_path / "sample.py").write_text(SAMPLE)
     kept = tmp_path / "kept.json"
 

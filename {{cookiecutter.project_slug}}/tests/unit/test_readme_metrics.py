@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from prometheus_client import Counter
-
 from {{ cookiecutter.package_name }}.observability import metrics
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -34,7 +32,7 @@ def served() -> dict[str, tuple[str, frozenset[str]]]:
     for name, value in vars(metrics).items():
         if isinstance(value, metrics.Counter | metrics.Gauge | metrics.Histogram) and name.isupper():
             kind = type(value).__name__.lower()
-            exposed = value._name + ("_total" if isinstance(value, Counter) else "")  # the client adds _total
+            exposed = value._name + ("_total" if isinstance(value, metrics.Counter) else "")  # the client adds _total
             labels = tuple(value._labelnames)  # the client keeps no public accessor for them
             assert labels[0] == "sink_id", f"{name} is not labelled with the sink id first"
             series[exposed] = (kind, frozenset(labels[1:]))
