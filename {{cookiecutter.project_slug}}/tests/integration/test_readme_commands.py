@@ -1,7 +1,9 @@
-"""The README's "By hand, step by step" block, run as written: its lines, in order, pasted into
-bash in a directory that holds the project's job file and `.venv` (this suite's environment),
-with nothing set beforehand. `kafka up --env` starts the local broker and hands its address to
-the commands after it; the job runs until idle and `status` reports what it committed."""
+"""The README's command blocks, run as written: the quick start's "By hand, step by step" and,
+before its `kafka down`, the savepoint walk-through. Their lines, in order, are pasted into bash in
+a directory that holds the project's job file and `.venv` (this suite's environment), with
+nothing set beforehand. `kafka up --env` starts the local broker and hands its address to the
+commands after it; the job runs until idle and `status` reports what it committed; a savepoint of
+it resumes, changed, on a new checkpoint and counts the events produced after it."""
 
 from __future__ import annotations
 
@@ -20,17 +22,20 @@ PROJECT = Path(__file__).resolve().parents[2]
 TOOLS = "{{ cookiecutter.project_slug }}-tools"
 
 
-def by_hand_block() -> list[str]:
+def command_block(after: str) -> list[str]:
+    """The lines of the first indented block after the paragraph that holds `after`."""
     readme = (PROJECT / "README.md").read_text()
-    after = readme.split("By hand, step by step", 1)[1].split("\n\n", 1)[1]
-    block = after.split("\n\n", 1)[0]
+    following = readme.split(after, 1)[1].split("\n\n", 1)[1]
+    block = following.split("\n\n", 1)[0]
     lines = [line[4:] for line in block.splitlines()]
     assert lines and all(line.startswith(("eval", ".venv/bin/")) for line in lines), lines
     return lines
 
 
-def test_the_by_hand_block_runs_as_written(tmp_path: Path) -> None:
-    lines = by_hand_block()
+def test_the_by_hand_and_savepoint_blocks_run_as_written(tmp_path: Path) -> None:
+    *by_hand, kafka_down = command_block("By hand, step by step")
+    assert kafka_down.endswith("kafka down"), kafka_down
+    lines = [*by_hand, *command_block("savepoint (Flink's word)"), kafka_down]
     (tmp_path / ".venv").symlink_to(sys.prefix)  # the environment `make venv` made for this suite
     shutil.copy(PROJECT / "job.toml", tmp_path / "job.toml")
     prefix = "{{ cookiecutter.package_name | upper }}_"
@@ -48,4 +53,9 @@ def test_the_by_hand_block_runs_as_written(tmp_path: Path) -> None:
     assert re.search(r"kafka: local broker ready at 127\.0\.0\.1:\d+", output), output[-4000:]
     committed = re.search(r"checkpoint \S+: (\d+) committed batches retained", result.stdout)
     assert committed and int(committed[1]) > 0, result.stdout[-4000:]
+    saved = re.search(r"savepoint \S+: batch \d+, \d+ keys, (\d+) ", result.stdout)
+    assert saved, result.stdout[-4000:]
+    resumed = re.search(r"state of \S*checkpoints-v2\S* after batch \d+ .*\n.*\n.*\n  keys \d+, events counted (\d+)",
+                        result.stdout)
+    assert resumed and int(resumed[1]) > int(saved[1]), result.stdout[-4000:]  # the events produced after it
     assert "kafka: stopped" in result.stdout, result.stdout[-2000:]
