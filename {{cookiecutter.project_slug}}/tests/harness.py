@@ -22,7 +22,7 @@ from {{ cookiecutter.package_name }}.pipeline.fingerprint import counts_events
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.storage import checkpoint, object_store
 from {{ cookiecutter.package_name }}_tools import differential
-from {{ cookiecutter.package_name }}_tools.job_file import query_config, query_settings
+from {{ cookiecutter.package_name }}_tools.job_file import query_config, query_settings, write_job_file
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, job_command, start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
@@ -73,6 +73,9 @@ class JobUnderTest:
     counted_values: set[bytes] = field(default_factory=set)  # every produced event the filter keeps
     launcher: list[str] | None = None  # how the job is started; None: `python -m <package>` (local[2])
     launcher_env: dict[str, str] = field(default_factory=dict)
+    # Configured by a job file written from its settings (`run --config <file>`, no `--set`), as a
+    # deployment submits it; None: by `--set` flags.
+    job_file: Path | None = None
 
     def __post_init__(self) -> None:
         suffix = uuid.uuid4().hex[:8]
@@ -104,8 +107,10 @@ class JobUnderTest:
             env.setdefault(faults.MODE_VARIABLE, fault_mode)  # a test may give it in extra_env
             env[faults.LOG_VARIABLE] = str(self.fault_log)
         log_path = self.workdir / f"run-{self.runs}.log"
-        process = start_job(["run", "--until-idle", str(until_idle)], {**self.settings(), **options}, self.workdir,
-                            log_path, env, self.launcher)
+        arguments, settings = ["run", "--until-idle", str(until_idle)], {**self.settings(), **options}
+        if self.job_file is not None:
+            arguments, settings = [*arguments, "--config", str(write_job_file(self.job_file, settings))], {}
+        process = start_job(arguments, settings, self.workdir, log_path, env, self.launcher)
         return process, log_path
 
     def release(self, point: str, batch_id: int) -> None:
@@ -157,7 +162,8 @@ class JobUnderTest:
         workdir.mkdir()
         return JobUnderTest(bootstrap_servers=self.bootstrap_servers, workdir=workdir, input_topic=self.input_topic,
                             output_topic=output, dead_letter_topic=dead, keep=self.keep, guarantee=self.guarantee,
-                            options=dict(self.options), launcher=self.launcher, launcher_env=dict(self.launcher_env))
+                            options=dict(self.options), launcher=self.launcher, launcher_env=dict(self.launcher_env),
+                            job_file=self.job_file and workdir / self.job_file.name)
 
     def read_run(self) -> list[Record]:
         return read_records(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)

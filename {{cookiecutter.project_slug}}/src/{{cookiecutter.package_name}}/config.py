@@ -16,6 +16,9 @@ from typing import Any, Literal, get_args
 
 from .failures import ConfigError
 from .identifiers import (
+    PARSE_COLUMNS,
+    SINK_ID_MAX_LENGTH,
+    TRANSACTIONAL_ID_PREFIX_MAX_LENGTH,
     parse_column_problem,
     sink_id_problem,
     topic_collisions,
@@ -44,68 +47,107 @@ TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_top
 S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
 
 
+def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
+    """A JobConfig field with what it means (`doc`), which the configuration reference in the
+    README shows beside its type, rule, default and environment variable (the tools' reference.py)."""
+    return field(default=default, default_factory=factory, metadata={"doc": doc})
+
+
 @dataclass(frozen=True)
 class JobConfig:
-    bootstrap_servers: str = "127.0.0.1:9092"
-    # Kafka client settings for every client the job and its tools make (security.protocol, sasl.*,
-    # ssl.*, client.id ...), in librdkafka's names; `${VAR}` takes a value from the environment.
-    kafka: dict[str, str] = field(default_factory=dict)
-    # Where a checkpoint on s3:// or s3a:// lives (S3_SETTINGS: endpoint, region,
-    # access_key_id, secret_access_key, path_style_access), for Spark, the sink and start-up checks.
-    s3: dict[str, str] = field(default_factory=dict)
-    # Spark settings for the job's session (spark.* names), e.g. spark.driver.maxResultSize or
-    # spark.executor.memory; under spark-submit its --conf values win for the SparkContext's.
-    spark: dict[str, str] = field(default_factory=dict)
-    input_topic: str = "{{ cookiecutter.input_topic }}"
-    output_topic: str = "{{ cookiecutter.output_topic }}"
-    dead_letter_topic: str = "{{ cookiecutter.dead_letter_topic }}"
-    marker_topic: str = "{{ cookiecutter.marker_topic }}"
-    # The marker topic's replication when the job creates it: 0 = min(3, brokers) and min(2, that).
-    marker_replication_factor: int = 0
-    marker_min_insync_replicas: int = 0
-    schema: dict[str, str] = field(default_factory=lambda: {"{{ cookiecutter.key_field }}": "string"})
-    key_field: str = "{{ cookiecutter.key_field }}"
-    filter: str = {{ cookiecutter.filter_expression | tojson }}
-    max_record_bytes: int = 65536
+    bootstrap_servers: str = option("127.0.0.1:9092", "Kafka brokers")
+    kafka: dict[str, str] = option(
+        factory=dict, doc="client settings for every Kafka client of the job and its tools, in librdkafka's names; "
+        "`${VAR}` takes a value from the environment (Kafka client settings, below)")
+    s3: dict[str, str] = option(
+        factory=dict, doc="for a checkpoint on `s3://` or `s3a://`: where its bucket is and how to reach it, for "
+        "Spark, the sink and the start-up checks (A checkpoint on S3, below)")
+    spark: dict[str, str] = option(
+        factory=dict, doc="Spark settings for the job's session, full names (`\"spark.driver.maxResultSize\" = "
+        "\"2g\"`, `--set spark.executor.memory=4g`); under spark-submit its `--conf` values win for the "
+        "SparkContext's")
+    input_topic: str = option("{{ cookiecutter.input_topic }}", "the events; must exist (`topics create`)")
+    output_topic: str = option("{{ cookiecutter.output_topic }}", "the answers; must exist (`topics create`)")
+    dead_letter_topic: str = option("{{ cookiecutter.dead_letter_topic }}",
+                                    "malformed and oversized events; must exist (`topics create`)")
+    marker_topic: str = option(
+        "{{ cookiecutter.marker_topic }}", "compacted topic with the sink's batch markers; created at start-up if "
+        "missing (1 partition, `cleanup.policy=compact`), refused at start-up if it has more partitions or "
+        "time-based deletion")
+    marker_replication_factor: int = option(0, "replication of the marker topic when the job creates it; "
+                                               "0 = min(3, brokers)")
+    marker_min_insync_replicas: int = option(0, "its `min.insync.replicas`; 0 = min(2, replication)")
+    schema: dict[str, str] = option(factory=lambda: {"{{ cookiecutter.key_field }}": "string"},
+                                    doc="event fields and types; other fields are ignored")
+    key_field: str = option("{{ cookiecutter.key_field }}", "the field the query groups by")
+    filter: str = option({{ cookiecutter.filter_expression | tojson }},
+                         "Spark SQL condition; events that do not match are not counted")
+    max_record_bytes: int = option(65536, "larger values are dead letters")
 
-    delivery_guarantee: Guarantee = "{{ cookiecutter.delivery_guarantee }}"
-    checkpoint_location: str = "{{ cookiecutter.checkpoint_location }}"
-    sink_id: str = "{{ cookiecutter.project_slug }}"
-    transactional_id_prefix: str = "{{ cookiecutter.transactional_id_prefix }}"
-    commit_shards: int = 1
-    commit_timeout_seconds: float = 60.0
-    publish_from: PublishFrom = "auto"
-    on_rerun_mismatch: OnRerunMismatch = "fail"
+    delivery_guarantee: Guarantee = option("{{ cookiecutter.delivery_guarantee }}",
+                                           "`exactly-once` (2PC) or `at-least-once` (plain producer)")
+    checkpoint_location: str = option("{{ cookiecutter.checkpoint_location }}",
+                                      "Spark's checkpoint; the sink's log lives under it")
+    sink_id: str = option("{{ cookiecutter.project_slug }}",
+                          "identity of the sink: transactional ids, marker key, directory, metrics label")
+    transactional_id_prefix: str = option("{{ cookiecutter.transactional_id_prefix }}",
+                                          "transactional id = `<prefix>-<sink_id>-<shard>`")
+    commit_shards: int = option(1, "commit shards phase 2 spreads a batch over: one Kafka transaction each, "
+                                   "published by one Spark task each; fixed by the checkpoint (docs/guarantee.md, 6)")
+    commit_timeout_seconds: float = option(
+        60.0, "time-out of each Kafka transaction call; a transaction gets 3 of them in all (produce, flush, commit "
+        "retries) and `transaction.timeout.ms` = 4 × this")
+    publish_from: PublishFrom = option(
+        "auto", "where phase 2 publishes a batch from: `tasks` (one Spark task per commit shard), `driver` (the "
+        "driver's producers, unless the batch exceeds `spark.driver.maxResultSize`), or `auto`: the driver for a "
+        "batch expected to have at most 32,768 records and 8 MiB (its input records times the previous batch's "
+        "records per input record, one for a run's first batch, and at least the previous batch's records), "
+        "Spark tasks otherwise (docs/guarantee.md, 2)")
+    on_rerun_mismatch: OnRerunMismatch = option(
+        "fail", "a batch re-run after a crash that computes other records than its first attempt, some of whose "
+        "commit shards are already published: `fail` stops the job there (nothing more published; the batch would "
+        "otherwise come from two computations), `warn` publishes the other shards from this computation and logs "
+        "it (Limits)")
 
-    trigger_interval_seconds: float = {{ cookiecutter.trigger_interval_seconds }}
-    max_offsets_per_trigger: int = 200_000  # Spark's maxOffsetsPerTrigger: transaction markers count too
-    starting_offsets: str = "earliest"  # earliest | latest | Spark's JSON: {"<topic>": {"<partition>": <offset>}}
-    fail_on_data_loss: bool = True
-    state_ttl_seconds: int = {{ cookiecutter.state_ttl_seconds }}
-    shuffle_partitions: int = 4
-    spark_master: str = "local[2]"
+    trigger_interval_seconds: float = option({{ cookiecutter.trigger_interval_seconds }}, "micro-batch interval")
+    max_offsets_per_trigger: int = option(200_000, "Spark's `maxOffsetsPerTrigger`: at most this many input "
+                                                   "offsets per batch (transaction markers take offsets too)")
+    starting_offsets: str = option(
+        "earliest", "`earliest`, `latest`, or Spark's JSON `{\"{{ cookiecutter.input_topic }}\": {\"0\": 42, "
+        "\"1\": -2}}` (-2 earliest, -1 latest); used only by a new checkpoint")
+    fail_on_data_loss: bool = option(True, "fail when unread input was deleted by retention; false skips ahead")
+    state_ttl_seconds: int = option(
+        {{ cookiecutter.state_ttl_seconds }}, "forget a key idle this long (0: never). Above 0 the count runs in "
+        "transformWithStateInPandas, which calls Python once per changed key and batch: for up to a few thousand "
+        "changed keys per batch. Fixed by the checkpoint (a different operator)")
+    shuffle_partitions: int = option(4, "state partitions; fixed by the checkpoint once it exists")
+    spark_master: str = option("local[2]", "Spark master")
 
-    # "json": one JSON object per log line, the job's and Spark's (logs.py); "text": for people.
-    log_format: LogFormat = "text"
-    # The Spark UI (its Structured Streaming tab, and Spark's metrics at /metrics/prometheus); 0 = off.
-    ui_port: int = 4040
-    # The sink's metrics in Prometheus format (metrics.py) at http://<metrics_host>:<metrics_port>/metrics; 0 = off.
-    metrics_port: int = 9464
-    metrics_host: str = "0.0.0.0"
+    log_format: LogFormat = option("text", "`json`: every line of the job's log and of Spark's is a JSON object "
+                                           "(Logs, below); `text`: for people")
+    ui_port: int = option(
+        4040, "the Spark UI (its Structured Streaming tab) and Spark's metrics in Prometheus format at "
+        "`/metrics/prometheus` (the executors' at `/metrics/executors/prometheus`); 0 = off. If the port is taken, "
+        "Spark takes the next free one (its log says which)")
+    metrics_port: int = option(9464, "the sink's metrics in Prometheus format at "
+                                     "`http://<metrics_host>:<port>/metrics` (Metrics, below); 0 = off; a port in use "
+                                     "fails the start")
+    metrics_host: str = option("0.0.0.0", "the address the sink's metrics are served on")
 
-    # A query failure while Kafka cannot be reached is waited out (outage.py), and counts as a
-    # failure for the restart strategy only past this long; 0 = every failure counts.
-    kafka_outage_tolerance_seconds: float = 120.0
-    # Another producer's transaction left open on the marker topic hides the markers committed after
-    # it: a batch waits for it to end (marker.py), and fails only past this long. Such a transaction
-    # ends at the latest when the broker aborts it (its transaction.timeout.ms, at most the brokers'
-    # transaction.max.timeout.ms: 15 minutes by default).
-    foreign_transaction_tolerance_seconds: float = 1200.0
-    restart_strategy: RestartStrategyKind = "fixed-delay"
-    restart_attempts: int = 3
-    restart_delay_seconds: float = 5.0
-    restart_max_delay_seconds: float = 60.0
-    failure_rate_interval_seconds: float = 300.0
+    kafka_outage_tolerance_seconds: float = option(
+        120.0, "how long Kafka may be unreachable before the restart strategy counts a failure (Kafka outages, "
+        "below), also at start-up when the checkpoint exists; 0 = every failure counts")
+    foreign_transaction_tolerance_seconds: float = option(
+        1200.0, "how long a batch waits for another producer's transaction left open on the marker topic (which "
+        "hides the markers committed after it) before it fails; the broker aborts such a transaction within its "
+        "`transaction.timeout.ms` (docs/guarantee.md, 4)")
+    restart_strategy: RestartStrategyKind = option("fixed-delay", "what a failed query does (Kafka outages, below)")
+    restart_attempts: int = option(3, "restarts allowed (`failure-rate`: failures per interval)")
+    restart_delay_seconds: float = option(5.0, "delay before a restart; `exponential-backoff` doubles it")
+    restart_max_delay_seconds: float = option(60.0, "the most `exponential-backoff` waits")
+    failure_rate_interval_seconds: float = option(
+        300.0, "the `failure-rate` window; for `fixed-delay` and `exponential-backoff`, a run this long without "
+        "failure starts the attempts afresh")
 
     @property
     def exactly_once(self) -> bool:
@@ -253,10 +295,12 @@ def _check_names(config: JobConfig) -> None:
         raise ConfigError(option, f"{topics[option]!r}: {problem}")
 
 
+CHOICES = (("delivery_guarantee", GUARANTEES), ("log_format", LOG_FORMATS), ("publish_from", PUBLISH_FROM),
+           ("on_rerun_mismatch", ON_RERUN_MISMATCH), ("restart_strategy", RESTART_STRATEGIES))
+
+
 def _check_choices(config: JobConfig) -> None:
-    for option, allowed in (("delivery_guarantee", GUARANTEES), ("log_format", LOG_FORMATS),
-                            ("publish_from", PUBLISH_FROM), ("on_rerun_mismatch", ON_RERUN_MISMATCH),
-                            ("restart_strategy", RESTART_STRATEGIES)):
+    for option, allowed in CHOICES:
         if getattr(config, option) not in allowed:
             raise ConfigError(option, f"{getattr(config, option)!r} is not one of {', '.join(allowed)}")
 
@@ -291,16 +335,20 @@ def _check_numbers(config: JobConfig) -> None:
     for option in NON_NEGATIVE_OPTIONS:
         if getattr(config, option) < 0:
             raise ConfigError(option, f"must not be negative, got {getattr(config, option)}")
-    for option in ("ui_port", "metrics_port"):
+    for option in PORT_OPTIONS:
         if not 0 <= getattr(config, option) <= 65535:
             raise ConfigError(option, f"must be a TCP port (1-65535), or 0 for off; got {getattr(config, option)}")
     if config.ui_port and config.ui_port == config.metrics_port:
         raise ConfigError("metrics_port", f"the Spark UI already uses port {config.ui_port} (ui_port)")
 
 
+REQUIRED_TEXT = (("bootstrap_servers", ""), ("checkpoint_location", ""),
+                 ("filter", "; use 'true' to count every event"))
+PORT_OPTIONS = ("ui_port", "metrics_port")
+
+
 def _check_required_text(config: JobConfig) -> None:
-    for option, hint in (("bootstrap_servers", ""), ("checkpoint_location", ""),
-                         ("filter", "; use 'true' to count every event")):
+    for option, hint in REQUIRED_TEXT:
         if not getattr(config, option).strip():
             raise ConfigError(option, f"must not be empty{hint}")
     if config.spark_master.startswith("k8s://") and _relative_path(config.checkpoint_location):
@@ -382,6 +430,41 @@ JOB_OWNED_SPARK_SETTINGS = {
     "spark.ui.enabled": "set ui_port instead (0 = off)",
     "spark.ui.port": "set ui_port instead",
 }
+
+
+def option_rules() -> dict[str, list[str]]:
+    """What each option must be, in words, made from what the checks above and preflight enforce
+    (the README's configuration table shows them)."""
+    rules: dict[str, list[str]] = {name: [] for name in option_names()}
+    for option in TOPIC_OPTIONS:
+        rules[option] += ["a Kafka topic name: 1 to 249 of `a-z A-Z 0-9 . _ -`, not `.` or `..`",
+                          "differs from the job's other topics (`.` and `_` count as the same)"]
+    rules["sink_id"].append(f"1 to {SINK_ID_MAX_LENGTH} of `a-z A-Z 0-9 . _ -`, starting with a letter or digit")
+    rules["transactional_id_prefix"].append(f"1 to {TRANSACTIONAL_ID_PREFIX_MAX_LENGTH} printable ASCII "
+                                            "characters, without whitespace, quotes or backslashes")
+    for option, allowed in CHOICES:
+        rules[option].append("one of " + ", ".join(f"`{choice}`" for choice in allowed))
+    rules["schema"] += ["types " + ", ".join(f"`{kind}`" for kind in FIELD_TYPES),
+                        "no field named like a column the parse adds (" + ", ".join(
+                            f"`{column}`" for column in PARSE_COLUMNS) + ")"]
+    rules["key_field"].append("a field of `schema`")
+    for option in POSITIVE_OPTIONS:
+        rules[option].append("> 0")
+    for option in NON_NEGATIVE_OPTIONS:
+        rules[option].append("≥ 0")
+    for option in PORT_OPTIONS:
+        rules[option].append("a TCP port, or 0")
+    rules["metrics_port"].append("not `ui_port`'s")
+    for option, _hint in REQUIRED_TEXT:
+        rules[option].append("not empty")
+    rules["checkpoint_location"].append("with a `k8s://` master, shared storage (not a relative path)")
+    rules["commit_timeout_seconds"].append("4 × this ≤ the brokers' `transaction.max.timeout.ms` (at start-up)")
+    rules["starting_offsets"].append("offsets ≥ -2, of the input topic only")
+    rules["kafka"].append("not " + ", ".join(f"`{name}`" for name in JOB_OWNED_CLIENT_SETTINGS) + " (the job's own)")
+    rules["s3"].append("only " + ", ".join(f"`{name}`" for name in S3_SETTINGS))
+    rules["spark"] += ["names start with `spark.`",
+                       "not " + ", ".join(f"`{name}`" for name in JOB_OWNED_SPARK_SETTINGS) + " (the job's own)"]
+    return rules
 
 
 def starting_offsets(config: JobConfig) -> str | dict[int, int]:

@@ -37,11 +37,13 @@ def s3a_jars() -> str:
 @pytest.fixture
 def cluster_job(job: JobUnderTest, spark_cluster: SparkCluster, s3_server: S3Server, s3a_jars: str,
                 monkeypatch: pytest.MonkeyPatch) -> JobUnderTest:
-    """The job with its checkpoint in a fresh bucket, submitted to the cluster by spark-submit.sh,
-    which takes the checkpoint from the job's own options (here --set; CHECKPOINT_LOCATION unset)."""
+    """The job with its checkpoint in a fresh bucket, submitted to the cluster by spark-submit.sh
+    as a deployment submits it: `run --config job.toml`, the file holding every option (the
+    checkpoint on S3 among them), no `--set`, CHECKPOINT_LOCATION unset."""
     job.guarantee = "exactly-once"
     job.options.update(on_s3(job, s3_server, monkeypatch))
     job.launcher = ["bash", str(PROJECT / "deploy" / "spark-submit.sh")]
+    job.job_file = job.workdir / "job.toml"
     job.launcher_env = {"SPARK_MASTER": spark_cluster.url, "PYTHON": sys.executable,
                         SECRET_VARIABLE: s3_server.secret_key,
                         "HADOOP_AWS_CLASSPATH": s3a_jars,

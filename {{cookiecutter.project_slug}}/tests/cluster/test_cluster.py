@@ -30,7 +30,7 @@ def exact(job, *samples) -> None:
     assert verdict.dead_letter_ok
 
 
-def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, spark_cluster):
+def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, spark_cluster, s3_server):
     """The driver SIGKILLed at every step of the protocol, one after the other on one checkpoint
     in S3 (harness.crash_at_each_point), each run submitted to the cluster by spark-submit.sh,
     with phase 2 in the executors' publishing tasks (the points of steps 3 and 4 fire there).
@@ -45,6 +45,14 @@ def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, 
     assert verdict.dead_letter_ok
     runs = len(faults.POINTS) + 1
     assert spark_cluster.applications().count("{{ cookiecutter.project_slug }}") >= runs, "the runs were not on the cluster"
+    # Submitted from its job file, the job kept its checkpoint where the file says, in the bucket,
+    # and nothing on the driver's disk.
+    bucket, _, prefix = cluster_job.checkpoint_location.removeprefix("s3a://").partition("/")
+    pages = s3_server.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+    stored = {item["Key"].removeprefix(prefix + "/").split("/")[0]
+              for page in pages for item in page.get("Contents", [])}
+    assert {"offsets", "commits", "state", "sinks"} <= stored, sorted(stored)
+    assert not (cluster_job.workdir / "{{ cookiecutter.checkpoint_location }}").exists()
 
 
 def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_cluster):

@@ -114,3 +114,19 @@ def test_the_java_client_gets_the_same_settings():
         'org.apache.kafka.common.security.plain.PlainLoginModule required username="al\\"ice" password="pw";')
     assert options["kafka.ssl.truststore.type"] == "PEM" and options["kafka.ssl.truststore.location"] == "/ca.pem"
     assert "kafka.sasl.password" not in options and "kafka.sasl.username" not in options
+
+
+def test_a_job_file_written_from_settings_configures_what_the_settings_do(tmp_path):
+    """The tests' job files (tools' write_job_file, for jobs submitted from a file as deployments
+    submit them) hold the same options as the `--set` flags they are written from."""
+    from {{ cookiecutter.package_name }}_tools.job_file import write_job_file
+
+    settings = {"commit_shards": "3", "fail_on_data_loss": "false", "trigger_interval_seconds": "0.5",
+                "schema": json.dumps({"color": "string", "amount": "int"}), "key_field": "color",
+                "filter": "color <> 'x\\\\y' AND \"a\" = \"a\"\x7f", "checkpoint_location": "s3a://b/c",
+                "s3.endpoint": "http://127.0.0.1:9000", "s3.secret_access_key": "${S3_SECRET}",
+                "kafka.security.protocol": "SASL_PLAINTEXT", "spark.executor.memory": "2g"}
+    environ = {"S3_SECRET": "s3cr3t"}
+    from_file = load_config(write_job_file(tmp_path / "job.toml", settings), environ=environ)
+    assert from_file == load_config(None, settings, environ=environ)
+    assert from_file.s3["secret_access_key"] == "s3cr3t" and from_file.spark == {"spark.executor.memory": "2g"}

@@ -106,9 +106,9 @@ def _stdout_to_stderr(active: bool) -> Iterator[None]:
 
 
 def _reference(args: argparse.Namespace) -> int:
-    from .reference import cli_reference
+    from .reference import cli_reference, config_table
 
-    print(cli_reference(), end="")
+    print(config_table() if args.of == "config" else cli_reference(), end="")
     return 0
 
 
@@ -147,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     startup = command("bench-startup", _tool("bench.startup"),
                       "where a start and a restart after SIGKILL go, next to Spark's own pipeline")
     importlib.import_module(".bench.startup", __package__).add_arguments(startup)
-    command("reference", _reference, "print the command-line reference (docs/cli.md) from the parsers")
+    reference = command("reference", _reference, "print a reference written from the code: the command line "
+                        "(docs/cli.md) from the parsers, or the README's configuration table from JobConfig")
+    reference.add_argument("of", nargs="?", choices=("cli", "config"), default="cli",
+                           help="cli: docs/cli.md; config: the table under the README's Configure")
     kafka = command("kafka", _kafka, "start or stop a local Kafka: one broker, or a cluster of three")
     kafka.add_argument("action", choices=["up", "down"], help="start (printing the address), or stop")
     kafka.add_argument("--brokers", type=int, default=1,

@@ -1,7 +1,8 @@
 """The query as the project's job file (job.toml) configures it: its schema, key field, filter and
 state TTL. The tests and the chaos runner start the job with these, and judge its output by the
 query's model under the same configuration, so a team's change to them is what gets proven; every
-other option (topics, checkpoint, triggers) they set for themselves."""
+other option (topics, checkpoint, triggers) they set for themselves. And the other way round: a
+job file written from such settings, for a job submitted the way a deployment submits it."""
 
 from __future__ import annotations
 
@@ -30,3 +31,27 @@ def query_settings(config: JobConfig) -> dict[str, str]:
 
 def _as_setting(value: object) -> str:
     return json.dumps(value) if isinstance(value, dict) else str(value)
+
+
+TABLES = ("kafka", "s3", "spark")
+
+
+def write_job_file(path: Path, settings: dict[str, str]) -> Path:
+    """A job file holding `settings` (option=value as `--set` takes them; `s3.endpoint` and the
+    like go to their table): every value a TOML string, which the job reads as the option's type."""
+    lines = [f"{name} = {_toml_string(value)}" for name, value in settings.items()
+             if name.partition(".")[0] not in TABLES]
+    for table in TABLES:
+        # In a table the key is what follows `kafka.` or `s3.`; a Spark setting keeps its full name.
+        entries = {(name if table == "spark" else name.partition(".")[2]): value
+                   for name, value in settings.items() if name.partition(".")[0] == table}
+        if entries:
+            lines += ["", f"[{table}]", *(f"{_toml_string(key)} = {_toml_string(value)}"
+                                          for key, value in entries.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string: JSON's form of it, except that TOML wants DEL escaped too."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")

@@ -1,10 +1,15 @@
-"""The command-line reference (docs/cli.md), written from the two parsers themselves: every
-command of the job and of its tools, each argument with its default, choices and help. A unit
-test holds the file to this output, so it cannot drift from the code."""
+"""The references written from the code itself, which unit tests hold the documents to, so they
+cannot drift from it: the command line (docs/cli.md), from the two parsers (every command of the
+job and of its tools, each argument with its default, choices and help); the configuration (the
+README's table), from JobConfig (every option with its type, rules, default, environment
+variable and meaning)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+from typing import Any
 
 HEADER = """# Command-line reference
 
@@ -61,3 +66,38 @@ def _row(action: argparse.Action) -> str:
     default = "" if action.default in (None, False, argparse.SUPPRESS) or action.nargs == 0 else f"`{action.default}`"
     what = (action.help or "").replace("|", "\\|").replace("%(default)s", str(action.default))
     return f"| {argument} | {default} | {what} |"
+
+
+# How an option's annotation reads in the table.
+TYPES = {"str": "text", "int": "integer", "float": "number", "bool": "`true` or `false`", "dict[str, str]": "table"}
+CONFIG_HEADER = "| option | type, rules | default | environment | meaning |\n| --- | --- | --- | --- | --- |"
+
+
+def config_table() -> str:
+    """The README's configuration table: a row per JobConfig option."""
+    from {{ cookiecutter.package_name }}.config import ENV_PREFIX, JobConfig, option_rules
+
+    defaults, rules = JobConfig(), option_rules()
+    rows = [CONFIG_HEADER]
+    for option in dataclasses.fields(JobConfig):
+        name, kind = option.name, TYPES.get(str(option.type), "text")  # a Literal alias is text
+        table = kind == "table"
+        environment = f"`{ENV_PREFIX}{name.upper()}`" + (" (JSON; replaces the table)" if table else "")
+        if name == "bootstrap_servers":
+            environment += ", `KAFKA_BOOTSTRAP_SERVERS`"
+        cells = [f"`[{name}]`" if table else f"`{name}`", "; ".join([kind, *rules[name]]),
+                 _default(getattr(defaults, name)), environment, option.metadata["doc"]]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _default(value: Any) -> str:
+    if isinstance(value, dict):
+        return "empty" if not value else "`{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + " }`"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, int):
+        return str(value)
+    return f"`{value}`"
