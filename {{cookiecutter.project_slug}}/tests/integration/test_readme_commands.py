@@ -1,5 +1,5 @@
-"""The README's command blocks, run as written: the quick start's "By hand, step by step" and,
-before its `kafka down`, the savepoint walk-through. Their lines, in order, are pasted into bash in
+"""The README's command blocks, run as written: the quick start's `make demo`; its "By hand, step
+by step" and, before its `kafka down`, the savepoint walk-through. Their lines, in order, are pasted into bash in
 a directory that holds the project's job file and `.venv` (this suite's environment), with
 nothing set beforehand. `kafka up --env` starts the local broker and hands its address to the
 commands after it; the job runs until idle and `status` reports what it committed; a savepoint of
@@ -23,24 +23,55 @@ TOOLS = "{{ cookiecutter.project_slug }}-tools"
 
 
 def command_block(after: str) -> list[str]:
-    """The lines of the first indented block after the paragraph that holds `after`."""
+    """The lines of the first indented block (a paragraph of lines that all start with four
+    spaces) after the text `after`."""
     readme = (PROJECT / "README.md").read_text()
-    following = readme.split(after, 1)[1].split("\n\n", 1)[1]
-    block = following.split("\n\n", 1)[0]
-    lines = [line[4:] for line in block.splitlines()]
+    for paragraph in readme.split(after, 1)[1].split("\n\n"):
+        lines = paragraph.strip("\n").splitlines()
+        if lines and all(line.startswith("    ") for line in lines):
+            return [line[4:] for line in lines]
+    raise AssertionError(f"no command block after {after!r} in the README")
+
+
+def pasted(lines: list[str]) -> list[str]:
+    """Lines a user pastes into a shell in the project's directory: each runs a command of its venv."""
     assert lines and all(line.startswith(("eval", ".venv/bin/")) for line in lines), lines
     return lines
 
 
-def test_the_by_hand_and_savepoint_blocks_run_as_written(tmp_path: Path) -> None:
-    *by_hand, kafka_down = command_block("By hand, step by step")
-    assert kafka_down.endswith("kafka down"), kafka_down
-    lines = [*by_hand, *command_block("savepoint (Flink's word)"), kafka_down]
-    (tmp_path / ".venv").symlink_to(sys.prefix)  # the environment `make venv` made for this suite
-    shutil.copy(PROJECT / "job.toml", tmp_path / "job.toml")
+def a_new_users_environment(tmp_path: Path) -> dict[str, str]:
+    """This suite's environment without the job's options and broker address a test run may set,
+    with Spark's scratch space in `tmp_path`."""
     prefix = "{{ cookiecutter.package_name | upper }}_"
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefix) and k != "KAFKA_BOOTSTRAP_SERVERS"}
     env["SPARK_LOCAL_DIRS"] = str(tmp_path / "spark-local")
+    return env
+
+
+def test_the_quick_starts_demo_runs_as_written(tmp_path: Path) -> None:
+    """`make demo`, the quick start's first command, in a directory with the project's Makefile,
+    job file and `.venv` (this suite's; `-o` keeps make from installing it again): it starts a
+    local broker from Kafka's jars, produces the sample, runs the job and checks every answer."""
+    commands = command_block("## Quick start")
+    assert [line.split("#")[0].strip() for line in commands] == ["make demo", "make test", "make test-fast"], commands
+    (tmp_path / ".venv").symlink_to(sys.prefix)
+    for name in ("Makefile", "job.toml", "pyproject.toml", "tools/pyproject.toml"):  # copy2: make's times kept
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy2(PROJECT / name, tmp_path / name)
+    result = subprocess.run(["make", "-o", ".venv/.installed", "demo"], cwd=tmp_path,
+                            env=a_new_users_environment(tmp_path), capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert re.search(r"demo: OK: 20000 events in", result.stdout), output[-4000:]
+
+
+def test_the_by_hand_and_savepoint_blocks_run_as_written(tmp_path: Path) -> None:
+    *by_hand, kafka_down = pasted(command_block("By hand, step by step"))
+    assert kafka_down.endswith("kafka down"), kafka_down
+    lines = [*by_hand, *pasted(command_block("savepoint (Flink's word)")), kafka_down]
+    (tmp_path / ".venv").symlink_to(sys.prefix)  # the environment `make venv` made for this suite
+    shutil.copy(PROJECT / "job.toml", tmp_path / "job.toml")
+    env = a_new_users_environment(tmp_path)
     script = "set -euo pipefail\n" + "\n".join(f"echo '+ {line[:40]}'\n{line}" for line in lines)
     try:
         result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
