@@ -137,7 +137,7 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         assert probe[1:5] == ["-m", package.name, "status", "--check"]
         metrics_code = (package / "observability" / "metrics.py").read_text()
         assert driver["ports"][0]["containerPort"] == 9464
-        assert "metrics_port: int = 9464" in (package / "config.py").read_text()
+        assert "metrics_port: int = option(9464," in (package / "config.py").read_text()
         rules = yaml.safe_load((project / "deploy/k8s/alerts.yaml").read_text())["spec"]["groups"][0]["rules"]
         for rule in rules:  # every series an alert reads is one the job exports
             for name in re.findall(r"\beos_\w+", rule["expr"]):
