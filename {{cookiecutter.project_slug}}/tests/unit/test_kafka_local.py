@@ -5,6 +5,7 @@ import pytest
 from {{ cookiecutter.package_name }}_tools.kafka_local import KafkaUnavailable, chosen_provider
 from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster, transaction_log_partition
 from {{ cookiecutter.package_name }}_tools.kafka_local.process import server_properties
+from {{ cookiecutter.package_name }}_tools.processes import _outgoing_port_range, free_ports
 
 
 def test_single_broker_settings_allow_transactions(tmp_path):
@@ -74,3 +75,12 @@ def test_a_state_file_whose_pid_is_now_another_process_is_not_the_broker(tmp_pat
     finally:
         other.kill()
         other.wait()
+
+
+def test_servers_get_ports_no_outgoing_connection_can_take_while_they_restart():
+    """A broker or S3 server stopped and started on its port again must find it free: its ports
+    are picked outside the kernel's range for outgoing connections' local ports."""
+    low, high = _outgoing_port_range()
+    ports = free_ports(8)
+    assert len(set(ports)) == 8
+    assert not [port for port in ports if low <= port <= high], (ports, (low, high))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -154,11 +155,37 @@ def free_port() -> int:
 
 def free_ports(count: int) -> list[int]:
     """`count` distinct such ports: held open together while they are picked, since a port picked
-    and let go may be the very next one picked."""
+    and let go may be the very next one picked. Outside the range the kernel takes outgoing
+    connections' local ports from, where it can: a server stopped and started again on its port (a
+    broker, the S3 server, in the fault tests) would otherwise find it taken by some client's
+    connection in the meantime (`Address already in use`, met once in CI)."""
+    low, high = _outgoing_port_range()
+    outside = [*range(10_000, low), *range(high + 1, 65_536)]
     with contextlib.ExitStack() as held:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        for port in _PICK.sample(outside, min(len(outside), 50 * count)):
+            if len(ports) == count:
+                break
+            sock = held.enter_context(socket.socket())
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use: another one
+                continue
+            ports.append(port)
+        while len(ports) < count:  # no room outside that range: any port the kernel gives
             sock = held.enter_context(socket.socket())
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
         return ports
+
+
+_PICK = random.SystemRandom()  # not the random module's generator, which a test or tool may seed
+
+
+def _outgoing_port_range() -> tuple[int, int]:
+    """Linux's ip_local_port_range; elsewhere IANA's dynamic ports."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49_152, 65_535
