@@ -45,6 +45,9 @@ ON_RERUN_MISMATCH: tuple[str, ...] = get_args(OnRerunMismatch)
 TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 # The [s3] table's settings (object_store.py); secret_access_key may be `${VAR}`, and is masked.
 S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
+# The options that are tables of settings: `--set <table>.<name>=...` sets one (a Spark setting by
+# its full name, `--set spark.executor.memory=4g`), an environment variable replaces the table.
+TABLE_OPTIONS = ("kafka", "s3", "spark")
 
 
 def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
@@ -219,7 +222,7 @@ def load_config(
     for name in types:
         if (env_value := environ.get(ENV_PREFIX + name.upper())) is not None:
             values[name] = env_value
-    tables: dict[str, dict[str, str]] = {"kafka": {}, "s3": {}, "spark": {}}
+    tables: dict[str, dict[str, str]] = {table: {} for table in TABLE_OPTIONS}
     for name, raw in (overrides or {}).items():
         table, dot, key = name.partition(".")
         if dot and table in tables:  # --set kafka.security.protocol=SASL_SSL, --set s3.endpoint=...
@@ -260,16 +263,15 @@ def is_secret(name: str) -> bool:
 
 def secret_values(config: JobConfig) -> list[str]:
     """The values of the secret client settings, which the logs mask (logs.configure)."""
-    return [value for table in (config.kafka, config.s3, config.spark) for name, value in table.items()
+    return [value for table in TABLE_OPTIONS for name, value in getattr(config, table).items()
             if is_secret(name)]
 
 
 def masked(config: JobConfig) -> dict[str, Any]:
     """The configuration as printable data: secrets of the client settings replaced by ***."""
     data = dataclasses.asdict(config)
-    data["kafka"] = {name: "***" if is_secret(name) else value for name, value in config.kafka.items()}
-    data["s3"] = {name: "***" if is_secret(name) else value for name, value in config.s3.items()}
-    data["spark"] = {name: "***" if is_secret(name) else value for name, value in config.spark.items()}
+    for table in TABLE_OPTIONS:
+        data[table] = {name: "***" if is_secret(name) else value for name, value in getattr(config, table).items()}
     return data
 
 
@@ -317,6 +319,7 @@ def _check_schema(config: JobConfig) -> None:
         raise ConfigError("key_field", f"{config.key_field!r} is not a field of the schema {sorted(config.schema)}")
 
 
+PORT_OPTIONS = ("ui_port", "metrics_port")
 POSITIVE_OPTIONS = ("trigger_interval_seconds", "max_offsets_per_trigger", "max_record_bytes", "commit_shards",
                     "shuffle_partitions", "commit_timeout_seconds")
 NON_NEGATIVE_OPTIONS = ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
@@ -344,7 +347,6 @@ def _check_numbers(config: JobConfig) -> None:
 
 REQUIRED_TEXT = (("bootstrap_servers", ""), ("checkpoint_location", ""),
                  ("filter", "; use 'true' to count every event"))
-PORT_OPTIONS = ("ui_port", "metrics_port")
 
 
 def _check_required_text(config: JobConfig) -> None:

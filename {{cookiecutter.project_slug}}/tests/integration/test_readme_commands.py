@@ -48,17 +48,24 @@ def a_new_users_environment(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def project_directory(tmp_path: Path, *files: str) -> Path:
+    """`tmp_path` as a user's copy of the project: `files` copied from it (with their times, which
+    make compares) and `.venv`, the environment `make venv` made for this suite."""
+    (tmp_path / ".venv").symlink_to(sys.prefix)
+    for name in files:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy2(PROJECT / name, tmp_path / name)
+    return tmp_path
+
+
 def test_the_quick_starts_demo_runs_as_written(tmp_path: Path) -> None:
     """`make demo`, the quick start's first command, in a directory with the project's Makefile,
     job file and `.venv` (this suite's; `-o` keeps make from installing it again): it starts a
     local broker from Kafka's jars, produces the sample, runs the job and checks every answer."""
     commands = command_block("## Quick start")
     assert [line.split("#")[0].strip() for line in commands] == ["make demo", "make test", "make test-fast"], commands
-    (tmp_path / ".venv").symlink_to(sys.prefix)
-    for name in ("Makefile", "job.toml", "pyproject.toml", "tools/pyproject.toml"):  # copy2: make's times kept
-        (tmp_path / name).parent.mkdir(exist_ok=True)
-        shutil.copy2(PROJECT / name, tmp_path / name)
-    result = subprocess.run(["make", "-o", ".venv/.installed", "demo"], cwd=tmp_path,
+    project = project_directory(tmp_path, "Makefile", "job.toml", "pyproject.toml", "tools/pyproject.toml")
+    result = subprocess.run(["make", "-o", ".venv/.installed", "demo"], cwd=project,
                             env=a_new_users_environment(tmp_path), capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
@@ -69,8 +76,7 @@ def test_the_by_hand_and_savepoint_blocks_run_as_written(tmp_path: Path) -> None
     *by_hand, kafka_down = pasted(command_block("By hand, step by step"))
     assert kafka_down.endswith("kafka down"), kafka_down
     lines = [*by_hand, *pasted(command_block("savepoint (Flink's word)")), kafka_down]
-    (tmp_path / ".venv").symlink_to(sys.prefix)  # the environment `make venv` made for this suite
-    shutil.copy(PROJECT / "job.toml", tmp_path / "job.toml")
+    project_directory(tmp_path, "job.toml")
     env = a_new_users_environment(tmp_path)
     script = "set -euo pipefail\n" + "\n".join(f"echo '+ {line[:40]}'\n{line}" for line in lines)
     try:

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, JobConfig, load_config
+from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, TABLE_OPTIONS, JobConfig, load_config
 
 QUERY_OPTIONS = ("schema", "key_field", "filter", "state_ttl_seconds")
 
@@ -33,15 +33,12 @@ def _as_setting(value: object) -> str:
     return json.dumps(value) if isinstance(value, dict) else str(value)
 
 
-TABLES = ("kafka", "s3", "spark")
-
-
 def write_job_file(path: Path, settings: dict[str, str]) -> Path:
     """A job file holding `settings` (option=value as `--set` takes them; `s3.endpoint` and the
     like go to their table): every value a TOML string, which the job reads as the option's type."""
     lines = [f"{name} = {_toml_string(value)}" for name, value in settings.items()
-             if name.partition(".")[0] not in TABLES]
-    for table in TABLES:
+             if name.partition(".")[0] not in TABLE_OPTIONS]
+    for table in TABLE_OPTIONS:
         # In a table the key is what follows `kafka.` or `s3.`; a Spark setting keeps its full name.
         entries = {(name if table == "spark" else name.partition(".")[2]): value
                    for name, value in settings.items() if name.partition(".")[0] == table}
