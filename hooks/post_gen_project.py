@@ -1,4 +1,5 @@
-"""After rendering: remove the files of options not chosen, and record the answers.
+"""After rendering: remove the files of options not chosen (and of the query shapes not chosen),
+and record the answers.
 
 Runs in the rendered project's directory. Answers are read as data, as in pre_gen_project.py.
 """
@@ -15,18 +16,24 @@ OPTIONAL_PATHS = {
     # The cluster tests and the hand-over test of spark-submit.sh run deploy/ scripts.
     "include_deployment": ("deploy", "tests/cluster", "tests/unit/test_spark_submit.py"),
 }
+# Query shape -> the paths only the other shapes use (removed when it is chosen); {package}: the package's name.
+QUERY_PATHS = {
+    "count-by-key": ("src/{package}/pipeline/projection.py",),
+    "stateless": ("src/{package}/pipeline/counting.py", "src/{package}/pipeline/ttl_counting.py",
+                  "tests/unit/test_counting.py", "tests/unit/test_ttl_counting.py"),
+}
 ANSWERS_FILE = ".cookiecutter.json"
 
 
 def prune(root: Path, answers: dict[str, object]) -> None:
-    for option, paths in OPTIONAL_PATHS.items():
-        if answers.get(option) == "no":
-            for name in paths:
-                path = root / name
-                if path.is_dir():
-                    shutil.rmtree(path)
-                elif path.exists():
-                    path.unlink()
+    unused = [root / name for option, paths in OPTIONAL_PATHS.items() if answers.get(option) == "no" for name in paths]
+    unused += [root / name.format(package=answers["package_name"])
+               for name in QUERY_PATHS[str(answers.get("query", "count-by-key"))]]
+    for path in unused:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
 
 
 def record(root: Path, answers: dict[str, object]) -> None:

@@ -38,6 +38,7 @@ DEPENDENCIES = ("pyspark", "py4j", "confluent_kafka", "pyarrow", "pandas", "nump
                 "pytest", "testcontainers")
 TOPIC_QUESTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 CHOICES = {
+    "query": ("count-by-key", "stateless"),
     "delivery_guarantee": ("exactly-once", "at-least-once"),
     "license": ("Apache-2.0", "MIT", "Proprietary"),
     "include_github_actions": ("yes", "no"),
@@ -218,6 +219,9 @@ def problems(answers: Answers) -> list[str]:
     for question, allowed in CHOICES.items():
         if answers.get(question) not in allowed:
             add(question, f"must be one of {', '.join(allowed)}")
+
+    if answers.get("query") == "stateless" and str(answers.get("state_ttl_seconds")) != "0":
+        add("state_ttl_seconds", "must be 0 for the stateless query, which keeps no state")
 
     topics = {question: str(answers.get(question)) for question in TOPIC_QUESTIONS}
     for question, problem in identifiers.topic_collisions(topics).items():

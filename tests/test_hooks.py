@@ -85,6 +85,7 @@ BAD_ANSWERS = [
 # Cookiecutter itself refuses a choice outside its list before any hook runs; the hook checks them
 # too, for contexts that bypass the prompt (replay files, cruft's --variables-to-update).
 BAD_CHOICES = [
+    ("query", "windowed", "must be one of count-by-key, stateless"),
     ("delivery_guarantee", "exactly-twice", "must be one of exactly-once, at-least-once"),
     ("include_github_actions", "maybe", "must be one of yes, no"),
     ("include_deployment", "true", "must be one of yes, no"),
@@ -225,6 +226,13 @@ def test_the_hook_reads_a_process_working_directory(tmp_path: Path, monkeypatch:
 
 def test_the_default_answers_have_no_problems(default_answers: dict[str, str]) -> None:
     assert pre_gen.problems(default_answers) == []
+
+
+def test_the_stateless_query_refuses_a_state_ttl(default_answers: dict[str, str]) -> None:
+    stateless = default_answers | {"query": "stateless"}
+    assert pre_gen.problems(stateless) == []
+    assert pre_gen.problems(stateless | {"state_ttl_seconds": "60"}) == [
+        "state_ttl_seconds: '60': must be 0 for the stateless query, which keeps no state"]
 
 
 def test_all_problems_are_reported_at_once(default_answers: dict[str, str]) -> None:

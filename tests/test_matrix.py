@@ -57,9 +57,13 @@ CUSTOM = {
 # The key field is another one again, and the filter the template's default: built from the key field.
 SMOKE = {**{k: v for k, v in CUSTOM.items() if k != "filter_expression"}, "key_field": "user_id",
          "checkpoint_location": "checkpoints"}
+# The other query shape: what it renders differently (pipeline/, the README's description and
+# "Change the job") must pass its unit tests as the count's does.
+STATELESS = {"query": "stateless"}
+EXTRA_CELLS = {"custom-names": CUSTOM, "stateless": STATELESS}
 UNIT_TEST_CELLS = {
     **{name: CELLS[name] for name in CELLS if "gha_yes-deploy_yes-ckpt_s3" in name},
-    "custom-names": CUSTOM,
+    **EXTRA_CELLS,
 }
 WORKFLOW = ".github/workflows/ci.yml"
 DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/resolve.py", "deploy/k8s/spark-application.yaml", "deploy/k8s/alerts.yaml",
@@ -72,17 +76,17 @@ DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/resolve.py",
 @pytest.fixture(scope="module")
 def renderings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("matrix")
-    return {name: render(root / name, **answers) for name, answers in {**CELLS, "custom-names": CUSTOM}.items()}
+    return {name: render(root / name, **answers) for name, answers in {**CELLS, **EXTRA_CELLS}.items()}
 
 
 def files(root: Path, under: str = "") -> set[str]:
     return {str(path.relative_to(root)) for path in (root / under).rglob("*") if path.is_file()}
 
 
-@pytest.mark.parametrize("cell", [*CELLS, "custom-names"])
+@pytest.mark.parametrize("cell", [*CELLS, *EXTRA_CELLS])
 def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path]) -> None:
     project = renderings[cell]
-    answers = {**CELLS.get(cell, {}), **(CUSTOM if cell == "custom-names" else {})}
+    answers = {**CELLS.get(cell, {}), **EXTRA_CELLS.get(cell, {})}
     rendered = files(project)
 
     leftovers = [name for name in rendered if has_template_markers(name, (project / name).read_text(errors="replace"))]
@@ -119,8 +123,8 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         assert manifest["kind"] == "SparkApplication"
         # The job file decides: job.toml from a ConfigMap; the environment names the master alone. A
         # local checkpoint answer will be set to S3 there, most likely: the S3 connector comes along.
-        local = not answers["checkpoint_location"].startswith(("s3:", "s3a:", "hdfs:", "gs:", "abfs:", "abfss:"))
-        s3 = local or answers["checkpoint_location"].startswith("s3:")
+        local = not answers.get("checkpoint_location", "checkpoints").startswith(("s3:", "s3a:", "hdfs:", "gs:", "abfs:", "abfss:"))
+        s3 = local or answers.get("checkpoint_location", "").startswith("s3:")
         env = [item["name"] for item in manifest["spec"]["driver"]["env"]]
         assert len(env) == 1 and env[0].endswith("_SPARK_MASTER"), env
         assert manifest["spec"]["arguments"] == ["run", "--config", f"/etc/{project.name}/job.toml"]

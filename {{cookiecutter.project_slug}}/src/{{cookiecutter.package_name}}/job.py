@@ -21,7 +21,7 @@ from . import savepoints
 from .config import JobConfig, java_client_options
 from .kafka.client import FETCH_MAX_WAIT_MS
 from .pipeline import query
-from .pipeline.counting import Changes
+from .pipeline.changes import Changes
 from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.output_records import encode, for_batch
 from .pipeline.parsing import event_schema, parse_records

@@ -44,8 +44,8 @@ import sys
 from pyspark.sql import functions as F
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.pipeline import counting, query
-from {{ cookiecutter.package_name }}.pipeline.changes import answer_names
+from {{ cookiecutter.package_name }}.pipeline import query
+from {{ cookiecutter.package_name }}.pipeline.changes import Changes, answer_names
 
 computed = query.changes
 EXPRESSION = sys.argv.pop(1)  # what the launcher gave before the job's own arguments
@@ -56,7 +56,7 @@ def changes(events, config, seed=None):
     names = answer_names(result.frame.columns)
     frame = result.frame.select(*(F.struct(F.col(name).alias("answer"), F.expr(EXPRESSION).alias("noise")).alias(name)
                                   if name in names else name for name in result.frame.columns))
-    return counting.Changes(frame, result.output_mode, result.dead_letters_inline)
+    return Changes(frame, result.output_mode, result.dead_letters_inline)
 
 
 query.changes = changes

@@ -23,7 +23,7 @@ from {{ cookiecutter.package_name }}.storage import object_store
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_positions
 from {{ cookiecutter.package_name }}_tools.sample import SampleInput
-from {{ cookiecutter.package_name }}_tools.verify import Verdict, expected_answers, verify
+from {{ cookiecutter.package_name }}_tools.verify import Expected, Verdict, verify
 
 from harness import (
     CONFIG,
@@ -79,7 +79,7 @@ def expected_after_savepoint(job, samples: list[SampleInput], savepoint_offsets:
         if before and value not in job.counted_values:
             continue
         kept.append(json.loads(value))
-    return expected_answers(model, kept)
+    return Expected.of(model, kept, "upsert")
 
 
 def cli(job, arguments: list[str], settings: dict[str, str], name: str, env: dict[str, str] | None = None,
@@ -94,9 +94,9 @@ def cli(job, arguments: list[str], settings: dict[str, str], name: str, env: dic
     return subprocess.CompletedProcess(process.args, process.returncode, stdout=log_path.read_text())
 
 
-def wait_for(job, wanted: dict[str, dict[str, object]], process: subprocess.Popen, log_path: Path,
+def wait_for(job, wanted: Expected, process: subprocess.Popen, log_path: Path,
              timeout: float = 300) -> None:
-    wait_until(lambda: job.published().final_answers() == wanted, timeout, "all published", interval=1,
+    wait_until(lambda: wanted.met_by(job.published()), timeout, "all published", interval=1,
                alive=process, log_path=log_path)
 
 
@@ -155,7 +155,8 @@ def run_changed_job_from_a_savepoint(job, crash_create: bool = False, crash_firs
                         after, "inspect-2")
             second = json.loads(shown.stdout[shown.stdout.index("{"):])
             assert (second["generation"], second["sink_id"]) == (1, f"{job.sink_id}.g1")
-            assert {row["key"]: {"key": row["key"], "count": row["count"]} for row in second["top_keys"]} == wanted
+            saved = {row["key"]: {"key": row["key"], "count": row["count"]} for row in second["top_keys"]}
+            assert saved == wanted.answers
         else:
             assert stop(new_job) == 0, log_after.read_text()[-3000:]
     finally:
@@ -223,7 +224,7 @@ def test_a_savepoint_in_a_bucket_resumes_a_job_whose_checkpoints_are_there_too(j
     assert shown.returncode == 0, shown.stdout[-3000:]
     saved = json.loads(shown.stdout[shown.stdout.index("{"):])
     assert {row["key"]: {"key": row["key"], "count": row["count"]} for row in saved["top_keys"]} \
-        == expectation(first)[0]
+        == expectation(first)[0].answers
     keys = [o["Key"] for o in s3_server.client().list_objects_v2(Bucket=bucket, Prefix="savepoints/one/")["Contents"]]
     assert "savepoints/one/manifest.json" in keys and any(key.endswith(".parquet") for key in keys)
 

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 from {{ cookiecutter.package_name }}.sink.marker import ensure_marker_topic
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
+from {{ cookiecutter.package_name }}_tools.verify import Expected
 
 from harness import EXACTLY_ONCE, assert_stops_in_one_line, expectation, merged, produce_sample, stop, wait_until
 
@@ -60,10 +61,10 @@ def abort_once_waited(foreign: Producer, process, log_path, seconds: float, time
     return lines
 
 
-def wait_until_published(job, expected: dict[str, dict], malformed: int, process, log_path, timeout: float = 240):
+def wait_until_published(job, expected: Expected, malformed: int, process, log_path, timeout: float = 240):
     def all_published() -> bool:
         published = job.published()
-        return published.final_answers() == expected and len(published.dead_letters) == malformed
+        return expected.met_by(published) and len(published.dead_letters) == malformed
 
     wait_until(all_published, timeout, "all published", interval=1, alive=process, log_path=log_path)
 

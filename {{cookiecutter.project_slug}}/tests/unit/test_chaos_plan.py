@@ -76,8 +76,8 @@ def test_the_expectation_models_the_kept_well_formed_records_and_the_malformed_o
     values: list[bytes | None] = [b'{"k": "a"}', b'{"k": "orange"}', b"{broken", b'{"k": "a"}', None, b'{"k": "b"}']
     config = JobConfig(key_field="k", schema={"k": "string"})
     answers, dead = expectation(values, kept_event("k", malformed), malformed,
-                                lambda events: fingerprint.count_model(events, config))
-    assert (answers, dead) == ({"a": {"key": "a", "count": 2}, "b": {"key": "b", "count": 1}}, [b"{broken"])
+                                lambda events: fingerprint.count_model(events, config), "upsert")
+    assert (answers.answers, dead) == ({"a": {"key": "a", "count": 2}, "b": {"key": "b", "count": 1}}, [b"{broken"])
 
 
 def test_the_verdict_line_is_the_one_the_tests_parse():

@@ -12,7 +12,7 @@ from {{ cookiecutter.package_name }}.pipeline import fingerprint
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.storage import files as storage
 from {{ cookiecutter.package_name }}_tools.readback import Published
-from {{ cookiecutter.package_name }}_tools.verify import Verdict, verify, verify_batches
+from {{ cookiecutter.package_name }}_tools.verify import Expected, Verdict, verify, verify_batches
 
 
 def test_a_committed_log_entry_is_never_replaced(tmp_path):
@@ -35,7 +35,7 @@ def test_the_verifier_sees_loss_duplicates_and_bad_dead_letters():
     published.answers["red"] += [(0, counted(2)), (1, counted(5)), (1, counted(5))]
     published.answers["blue"] += [(0, counted(1, "blue"))]
     published.answers["grey"] += [(0, counted(1, "grey"))]
-    verdict = verify(published, {"red": counted(5), "blue": counted(4, "blue")}, [b"x"])
+    verdict = verify(published, Expected("upsert", {"red": counted(5), "blue": counted(4, "blue")}), [b"x"])
     assert verdict.duplicated == 2 and verdict.lost == 1  # red's batch 1 twice, grey unexpected; blue short
     assert not verdict.dead_letter_ok and not verdict.exactly_once
 
@@ -79,7 +79,7 @@ def batches_of_red(*published: tuple[int, int]) -> Verdict:
     output = Published()
     output.answers["red"] += [(batch, counted(n)) for batch, n in published]
     kept = {b"red": {"k": "red"}}.get
-    verdict = verify(output, {"red": counted(6)}, [])
+    verdict = verify(output, Expected("upsert", {"red": counted(6)}), [])
     return verify_batches(verdict, output, records, kept, {0: {0: 2}, 1: {0: 4}, 2: {0: 7}}, count_model)
 
 
@@ -89,7 +89,8 @@ def test_every_intermediate_count_is_checked_batch_by_batch():
 
 def test_a_skipped_batch_is_caught_although_the_final_count_is_right():
     verdict = batches_of_red((0, 2), (2, 6))  # batch 1 lost; batch 2 brings the final count right
-    assert verify(Published(answers={"red": [(0, counted(2)), (2, counted(6))]}), {"red": counted(6)}, []
+    last_answers = Expected("upsert", {"red": counted(6)})
+    assert verify(Published(answers={"red": [(0, counted(2)), (2, counted(6))]}), last_answers, []
                   ).exactly_once, "the last answers alone pass"
     assert verdict.missing_updates == 1 and not verdict.exactly_once
     assert "no record of batch 1" in verdict.problems[0]
@@ -162,7 +163,8 @@ def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_fro
     """publish_from = "auto": a batch's records are predicted from its input (offsets/N against
     the previous batch's) times the previous batch's records per input record (one, for a run's
     first batch), and at least the previous batch's records; predicted within DRIVER_MAX_ROWS and
-    DRIVER_MAX_BYTES, the driver publishes it. "tasks" and "driver" do not look at the batches."""
+    DRIVER_MAX_BYTES, the driver publishes it; a batch computed on the executors whose figures
+    are within them too (`small`). "tasks" and "driver" do not look at the batches."""
     import pyarrow as pa
 
     from {{ cookiecutter.package_name }}.sink.batch_records import InlineRecords
@@ -196,8 +198,45 @@ def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_fro
     assert not auto.on_driver(at(150_400, 150_400, 0))  # a partition new since the previous batch
     auto.observed(at(150_400, 150_400, 0), batch(1))
     assert auto.on_driver(at(150_500, 150_500, 0))  # its input is known again: one record per input
+    assert auto.small(limit, Placement.DRIVER_MAX_BYTES)
+    assert not auto.small(limit + 1, 1) and not auto.small(1, Placement.DRIVER_MAX_BYTES + 1)
     for fixed, on_driver in (("tasks", False), ("driver", True)):
         placement = Placement(fixed)
+        assert not placement.small(1, 1)
         assert placement.on_driver(at(0)) is on_driver
         placement.observed(at(0), batch(10))
         assert placement.on_driver(at(1)) is on_driver
+
+
+def copied_model(events):
+    """An append output's model: each kept event published as one record."""
+    for event in events:
+        yield event["k"], {"key": event["k"], "n": event["n"]}
+
+
+def records_of(*published: tuple[int, int]) -> Published:
+    output = Published()
+    for batch, n in published:
+        output.answers["red"].append((batch, {"key": "red", "n": n}))
+    return output
+
+
+def append_verdict(output: Published) -> Verdict:
+    """Input: kept events n=0..3 of key "red" on partition 0; batches 0 and 1 end at offsets 2 and 4."""
+    events = [{"k": "red", "n": n} for n in range(4)]
+    records = [(0, n, str(n).encode()) for n in range(4)]
+    kept = {str(n).encode(): event for n, event in enumerate(events)}.get
+    verdict = verify(output, Expected.of(copied_model, events, "append"), [])
+    return verify_batches(verdict, output, records, kept, {0: {0: 2}, 1: {0: 4}}, copied_model, "append")
+
+
+def test_an_append_output_is_every_record_once_in_the_batch_its_input_is_in():
+    assert append_verdict(records_of((0, 0), (0, 1), (1, 2), (1, 3))).exactly_once
+    duplicated = append_verdict(records_of((0, 0), (0, 1), (1, 2), (1, 3), (1, 3)))
+    assert (duplicated.duplicated, duplicated.lost, duplicated.wrong_answers) == (1, 0, 1)
+    lost = append_verdict(records_of((0, 0), (1, 2), (1, 3)))
+    assert (lost.duplicated, lost.lost, lost.missing_updates) == (0, 1, 1)
+    misplaced = append_verdict(records_of((0, 0), (0, 1), (0, 2), (1, 3)))  # n=2 published in batch 0, not 1
+    assert (misplaced.lost, misplaced.duplicated) == (0, 0)
+    assert (misplaced.wrong_answers, misplaced.missing_updates) == (1, 1) and not misplaced.exactly_once
+    assert "batch 0: 1 records its input does not give" in misplaced.problems[0]

@@ -1,8 +1,12 @@
-"""What the aggregation hands on: the columns both operators read (counting.py, and
-ttl_counting.py for a state TTL) and the changes they emit, one row per key whose answer changed,
-or per dead letter. Its own module: the TTL operator imports it, not the module that chooses between the two."""
+"""What the query hands the sink: the changes it emits, one row per key whose answer changed (or
+per record, for an append output), or per dead letter, and the columns its operators read. Its
+own module: each operator imports it, not the module that chooses between them."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
 
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
 
@@ -22,6 +26,13 @@ INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_GROUP, DEAD_LETTER_KEY, DEAD_LETTER_VALU
 CHANGE_COLUMNS = ("kind", "key", DEAD_LETTER_VALUE)
 # The TTL operator's changes: its answer is the count.
 CHANGES_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
+
+
+@dataclass(frozen=True)
+class Changes:
+    frame: DataFrame
+    output_mode: str  # what the operator needs of the streaming writer
+    dead_letters_inline: bool  # False: the sink reads them back (KIND_DEAD_LETTERS_IN_PARTITION)
 
 
 def answer_names(changes_columns: list[str]) -> list[str]:

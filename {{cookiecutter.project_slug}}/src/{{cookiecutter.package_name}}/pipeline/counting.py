@@ -16,8 +16,6 @@ Two operators, chosen by `state_ttl_seconds` (docs/testing.md's Benchmarks compa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -27,19 +25,13 @@ from .changes import (
     GROUPING,
     KIND_ANSWER,
     KIND_DEAD_LETTERS_IN_PARTITION,
+    Changes,
 )
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
 from .parsing import IS_EVENT, REASON
 
 # What only dead letters that travel through the operator (the TTL operator's) are built from.
 DEAD_LETTER_SOURCE_COLUMNS = (REASON, "topic", "offset", "raw_value")
-
-
-@dataclass(frozen=True)
-class Changes:
-    frame: DataFrame
-    output_mode: str  # what the operator needs of the streaming writer
-    dead_letters_inline: bool  # False: the sink reads them back (KIND_DEAD_LETTERS_IN_PARTITION)
 
 
 def columns_read(parsed_columns: list[str], ttl_seconds: int) -> list[str]:

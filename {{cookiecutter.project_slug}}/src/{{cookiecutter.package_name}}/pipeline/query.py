@@ -1,22 +1,37 @@
 """The job's query, the one module a team edits to change what the job computes: from parsed
 events (parsing.py, fields as `[schema]` in job.toml declares them) to what the sink publishes.
-Filter, then an answer per key. Four things here describe it, and change together:
+{%- if cookiecutter.query == "stateless" %}
+Filter, then one output record per kept event. Five things here describe it, and change together:
+- `keep_matching`: the filter (the `filter` option);
+- `project`: an output record's fields, as Spark columns over a kept event (the default: every
+  field of `[schema]`); the sink, the runner and the tests do not change with it;
+{%- else %}
+Filter, then an answer per key. Five things here describe it, and change together:
 - `keep_matching`: the filter (the `filter` option);
 - `answer`: what the job publishes for a key, as Spark aggregate functions over its kept events
   (the default: how many there were); the sink, the runner and the tests do not change with it;
+{%- endif %}
 - `OUTPUT`: what its published records mean, as the tests' differential oracle compares them
   (tools' differential.py): "upsert", one record per key and batch, a key's latest record its
   answer; or "append", every record an answer of its own;
+- `KEEPS_STATE`: whether a batch's answers depend on the batches before it (Spark's state). A
+  checkpoint of a query with state pins what the query computes (fingerprint.py);
 - `model`: the same query in plain Python, one event at a time, which the tests hold the job's
   output to, batch by batch (tools' verify.py), and which tells a checkpoint's query from another
   (fingerprint.py).
+{%- if cookiecutter.query == "stateless" %}
+The README's "Change the job" walks through changing what a record carries.
+{%- else %}
 The README's "Change the job" walks through turning the count into a sum.
+{%- endif %}
 """
 
 from __future__ import annotations
 
 import json
+{%- if cookiecutter.query != "stateless" %}
 from collections import Counter
+{%- endif %}
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
@@ -24,12 +39,42 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..config import JobConfig
-from .counting import Changes, aggregate_changes, columns_read
+{%- if cookiecutter.query == "stateless" %}
+from .changes import Changes
+from .parsing import IS_EVENT
+from .projection import project_changes
+from .unpushed_filter import where_in_place
+
+OutputKind = Literal["upsert", "append"]
+OUTPUT: OutputKind = "append"
+KEEPS_STATE = False
+
+
+def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
+    """Apply the filter to events; dead letters always pass, to reach their topic. In place:
+    pushed down, the filter would parse every record again (unpushed_filter.py)."""
+    return where_in_place(events, ~F.col(IS_EVENT) | F.expr(config.filter))
+
+
+def project(config: JobConfig) -> list[Column]:
+    """An output record's fields, each named: its value is `{"key": <key>, <name>: <value>, ...}`,
+    null fields left out (as Spark's `to_json` writes them). Evaluated over dead letters' rows too,
+    whose fields are null."""
+    return [F.col(f"`{name}`").alias(name) for name in config.schema]
+
+
+def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
+    """The whole query: parsed events in, changes out. `seed`: unused (no state to start from)."""
+    return project_changes(keep_matching(events, config), config.key_field, project(config))
+{%- else %}
+from .changes import Changes
+from .counting import aggregate_changes, columns_read
 from .parsing import IS_EVENT
 from .unpushed_filter import where_in_place
 
 OutputKind = Literal["upsert", "append"]
 OUTPUT: OutputKind = "upsert"
+KEEPS_STATE = True
 
 
 def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
@@ -52,6 +97,7 @@ def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None)
     (job.savepoint_seed)."""
     return aggregate_changes(keep_matching(events, config), config.key_field, answer(config),
                              config.state_ttl_seconds, seed)
+{%- endif %}
 
 
 Event = Mapping[str, Any]  # a parsed event: its fields as JSON gives them, of `[schema]`'s types
@@ -59,6 +105,13 @@ Answer = dict[str, object]  # an output record's value, without the batch id the
 
 
 def model(events: Iterable[Event], config: JobConfig) -> Iterator[tuple[str, Answer]]:
+{%- if cookiecutter.query == "stateless" %}
+    """The query in plain Python: for each event the filter keeps (the tests evaluate the filter
+    with Spark SQL, apart from the job), in input order, its key and the record published for it."""
+    for event in events:
+        key = as_key(event[config.key_field])
+        yield key, {"key": key, **{name: event[name] for name in config.schema if event.get(name) is not None}}
+{%- else %}
     """The query in plain Python: for each event the filter keeps (the tests evaluate the filter
     with Spark SQL, apart from the job), in input order, the key whose answer it changes and the
     new answer. What a key's answer is after a batch must not depend on the order of the batch's
@@ -68,6 +121,7 @@ def model(events: Iterable[Event], config: JobConfig) -> Iterator[tuple[str, Ans
         key = as_key(event[config.key_field])
         counts[key] += 1
         yield key, {"key": key, "count": counts[key]}
+{%- endif %}
 
 
 def as_key(value: object) -> str:

@@ -10,7 +10,9 @@ records (`topic STRING, key BINARY, value BINARY`); `delivery.guarantee` chooses
     no Python worker) and the driver's producers, kept from batch to batch, publish them. A
     small batch is then spared a second Spark job and the start of a producer per shard.
   `publish_from` chooses: "tasks", "driver" (unless the batch exceeds spark.driver.maxResultSize),
-  or "auto": the driver for a batch predicted small (Placement), tasks otherwise.
+  or "auto": the driver for a batch predicted small (Placement), tasks otherwise; a batch
+  computed on the executors that turns out small (its figures) is handed to the driver from the
+  cache, which costs a small Spark job instead of the publishing job and its shards' producers.
   Spark writes the batch's `commits/N` only after this returns.
 - at-least-once: each task produces straight to Kafka; a batch that Spark re-runs after a
   crash is published again (what Spark's built-in Kafka sink does).
@@ -167,6 +169,12 @@ class KafkaSink:
                 distributed = distribute(published.unionByName(more), self.settings.shards)
             finally:
                 first.release()
+        if self.placement.small(sum(distributed.rows_per_shard), distributed.size_bytes):
+            try:  # predicted big, found small (a first batch that aggregates many events): the driver publishes
+                return self.placement.observed(offsets, InlineRecords.of(distributed.frame.toArrow(),
+                                                                         self.settings.shards))
+            finally:
+                distributed.release()
         return self.placement.observed(offsets, distributed)
 
     def _collect(self, records: DataFrame, batch_id: int, part: str) -> InlineRecords | None:
@@ -197,7 +205,9 @@ class Placement:
     against the previous batch's) times the previous batch's records per input record (one, for
     the first batch of a run), and at least the previous batch's records: a backlog after a quiet
     spell goes to the tasks from its first batch, and a few keys counted over many events stay on
-    the driver. A batch whose input cannot be told (another kind of source) goes to the tasks."""
+    the driver. A batch whose input cannot be told (another kind of source) goes to the tasks.
+    A batch sent to the tasks whose records, once computed, are as few (`small`: a first batch
+    that counts many events of few keys) goes back to the driver, from the executors' cache."""
 
     DRIVER_MAX_ROWS = 32_768
     DRIVER_MAX_BYTES = 8 << 20
@@ -217,8 +227,11 @@ class Placement:
             return span <= self.DRIVER_MAX_ROWS
         inputs, rows, size = self._last
         per_input = (rows / inputs, size / inputs) if inputs else (0.0, 0.0)
-        return (max(rows, span * per_input[0]) <= self.DRIVER_MAX_ROWS
-                and max(size, span * per_input[1]) <= self.DRIVER_MAX_BYTES)
+        return self.small(max(rows, span * per_input[0]), max(size, span * per_input[1]))
+
+    def small(self, rows: float, size: float) -> bool:
+        """Whether "auto" publishes a batch of this many records and bytes from the driver."""
+        return self.publish_from == "auto" and rows <= self.DRIVER_MAX_ROWS and size <= self.DRIVER_MAX_BYTES
 
     def observed(self, offsets: SourceOffsets, batch: _Batch) -> _Batch:
         span = None if self.previous_offsets is None else offsets.records_since(self.previous_offsets)

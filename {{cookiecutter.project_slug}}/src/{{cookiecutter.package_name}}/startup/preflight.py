@@ -15,6 +15,7 @@ from ..config import ConfigError, JobConfig
 from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
 from ..kafka import permissions
 from ..kafka.client import cluster_topics, librdkafka_config
+from ..pipeline import query
 from ..pipeline.fingerprint import counts_events, fingerprint
 from ..pipeline.parsing import event_schema
 from ..savepoints.pinned_query import check_and_pin as check_and_pin_query
@@ -168,8 +169,13 @@ def check_pinned_sink_settings(config: JobConfig) -> None:
 
 
 def check_pinned_query(config: JobConfig) -> None:
-    """The checkpoint's state was computed by the query the job now runs (pipeline/fingerprint.py)."""
-    if check_and_pin_query(resolve_location(config.checkpoint_location), fingerprint(config)):
+    """The checkpoint's state was computed by the query the job now runs (pipeline/fingerprint.py).
+    A query without state may change from one run to the next: nothing to pin, but its model must
+    still run on the configured schema."""
+    computes = fingerprint(config)
+    if not query.KEEPS_STATE:
+        return
+    if check_and_pin_query(resolve_location(config.checkpoint_location), computes):
         log.warning("the checkpoint had no record of its query: the query now is taken as the one it was made by")
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,15 +46,26 @@ def _produce_sample(args: argparse.Namespace) -> int:
         if args.expected:
             spark.stop()
     produce(config.bootstrap_servers, config.input_topic, sample.values, client=config.kafka)
-    print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed)"
-          + ("; what the job should publish last for each key:" if args.expected else ""))
-    if args.expected:
-        from {{ cookiecutter.package_name }}.pipeline import query
+    if not args.expected:
+        print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed)")
+        return 0
+    from {{ cookiecutter.package_name }}.pipeline import query
 
-        from .verify import expected_answers
+    from .verify import Expected
 
-        answers = expected_answers(lambda events: query.model(events, config), sample.kept_events)
-        print(json.dumps(dict(sorted(answers.items())), indent=1))
+    expected = Expected.of(lambda events: query.model(events, config), sample.kept_events, query.OUTPUT)
+    if expected.kind == "append":  # every record an answer: how many each key gets
+        print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); how many "
+              "records the job should publish for each key:")
+        per_key: Counter[str] = Counter()
+        for (key, _answer), times in expected.records.items():
+            per_key[key] += times
+        shown: dict[str, object] = dict(per_key)
+    else:
+        print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); what the "
+              "job should publish last for each key:")
+        shown = dict(expected.answers)
+    print(json.dumps(dict(sorted(shown.items())), indent=1))
     return 0
 
 
@@ -134,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--malformed-rate", type=float, default=0.01, metavar="RATE",
                         help="the share of records that are not valid events (dead letters)")
     sample.add_argument("--expected", action="store_true",
-                        help="also print each key's last answer the job should publish (the query's model; starts a "
-                             "local Spark for the filter)")
+                        help="also print each key's last answer the job should publish, or for an append output its "
+                             "number of records (the query's model; starts a local Spark for the filter)")
     demo = command("demo", _demo, "run the job end to end on a local Kafka with sample data")
     demo.add_argument("--count", type=int, default=20_000, help="sample events to run through the job")
     demo.add_argument("--workdir", default="demo-run", help="the broker, checkpoint and logs of the run")

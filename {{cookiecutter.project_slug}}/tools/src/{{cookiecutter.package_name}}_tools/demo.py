@@ -1,5 +1,6 @@
 """`demo`: a local Kafka, sample events, the job run until the input is drained, and the
-answers it published (read with read_committed) printed next to those the query's model expects."""
+answers it published (read with read_committed) printed next to those the query's model expects:
+each key's last answer, or for an append output its number of records."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from {{ cookiecutter.package_name }}.kafka.topics import create_topics
 from {{ cookiecutter.package_name }}.pipeline import query
 
 from .kafka_local import daemon
-from .readback import Answer, read_published
+from .readback import Answer, Published, read_published
 from .sample import configured_sample, produce, spark_filter
-from .verify import expected_answers
+from .verify import Expected, published_records
 
 log = logging.getLogger(__name__)
 
@@ -55,25 +56,34 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
             spark.stop()
         elapsed = time.monotonic() - started
         published = read_published(config.bootstrap_servers, config.output_topic, config.dead_letter_topic)
-        expected = expected_answers(lambda events: query.model(events, config), sample.kept_events)
-        return _report(published.final_answers(), expected, len(published.dead_letters), sample.malformed, count,
-                       elapsed)
+        expected = Expected.of(lambda events: query.model(events, config), sample.kept_events, query.OUTPUT)
+        return _report(published, expected, sample.malformed, count, elapsed)
     finally:
         if not keep_kafka and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
             daemon.down(workdir / "kafka")
 
 
-def _report(answers: dict[str, Answer], expected: dict[str, Answer], dead: int, malformed: int,
-            total: int, elapsed: float) -> int:
+def _report(published: Published, expected: Expected, malformed: int, total: int, elapsed: float) -> int:
     """Each key's last published answer (the output value without the batch id) beside the
-    query's model's, then the dead letters beside the malformed records produced."""
-    print(f"\n{'key':<14}last answer published (read_committed)")
-    for key in sorted(set(answers) | set(expected)):
-        got, wanted = answers.get(key), expected.get(key)
-        shown = _shown(got) if got == wanted else f"{_shown(got)}, expected {_shown(wanted)}   <-- MISMATCH"
-        print(f"{key:<14}{shown}")
+    query's model's, or its number of records for an append output; then the dead letters beside
+    the malformed records produced."""
+    if expected.kind == "append":
+        found = published_records(published)
+        print(f"\n{'key':<14}records published (read_committed)")
+        for key in sorted(expected.keys() | set(published.answers)):
+            records = sum(n for (k, _answer), n in found.items() if k == key)
+            modelled = sum(n for (k, _answer), n in expected.records.items() if k == key)
+            print(f"{key:<14}{records}" + ("" if records == modelled else f", expected {modelled}   <-- MISMATCH"))
+    else:
+        answers = published.final_answers()
+        print(f"\n{'key':<14}last answer published (read_committed)")
+        for key in sorted(set(answers) | set(expected.answers)):
+            got, wanted = answers.get(key), expected.answers.get(key)
+            shown = _shown(got) if got == wanted else f"{_shown(got)}, expected {_shown(wanted)}   <-- MISMATCH"
+            print(f"{key:<14}{shown}")
+    dead = len(published.dead_letters)
     print(f"{'dead letters':<14}{dead} ({malformed} malformed records produced)")
-    ok = answers == expected and dead == malformed
+    ok = expected.met_by(published) and dead == malformed
     print(f"\ndemo: {'OK' if ok else 'FAILED'}: {total} events in {elapsed:.1f}s (including Spark start-up)")
     return 0 if ok else 1
 

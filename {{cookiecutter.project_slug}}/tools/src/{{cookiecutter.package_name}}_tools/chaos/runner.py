@@ -315,7 +315,7 @@ class Chaos:
                                                        self.dead_letter_topic), self.say)
         verdict, records = judge_run(inputs, published, malformed_values, self.key_field,
                                      batch_ends(resolve_location(self.checkpoint_location), self.input_topic),
-                                     self.say, lambda events: query.model(events, self.query))
+                                     self.say, lambda events: query.model(events, self.query), query.OUTPUT)
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
         self.say(f"summary: {self.tally.summary()} completed={str(completed).lower()} "

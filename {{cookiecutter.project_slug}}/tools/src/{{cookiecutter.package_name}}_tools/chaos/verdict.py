@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..readback import Answer
-from ..verify import Event, Model, Verdict, expected_answers, judge
+from ..verify import Event, Expected, Model, OutputKind, Verdict, judge
 
 # The last line of a run, for machines (the tests read it).
 VERDICT_LINE = re.compile(
@@ -56,12 +55,12 @@ def kept_event(key_field: str, malformed: set[bytes]) -> Callable[[bytes | None]
 
 
 def expectation(values: Iterable[bytes | None], kept: Callable[[bytes | None], Event | None], malformed: set[bytes],
-                model: Model) -> tuple[dict[str, Answer], list[bytes]]:
-    """The last answer per key (the query's model over the kept events) and the dead letters that
-    the input read back calls for."""
+                model: Model, kind: OutputKind) -> tuple[Expected, list[bytes]]:
+    """The output (the query's model over the kept events, as its kind reads it) and the dead
+    letters that the input read back calls for."""
     values = list(values)
     events = [event for value in values if (event := kept(value)) is not None]
-    return expected_answers(model, events), [value for value in values if value is not None and value in malformed]
+    return Expected.of(model, events, kind), [value for value in values if value is not None and value in malformed]
 
 
 def retried(read: Callable[[], Any], say: Callable[[str], None], attempts: int = 3) -> Any:
@@ -78,12 +77,12 @@ def retried(read: Callable[[], Any], say: Callable[[str], None], attempts: int =
 
 
 def judge_run(positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
-              key_field: str, batch_ends: dict[int, dict[int, int]], say: Callable[[str], None], model: Model
-              ) -> tuple[Verdict, int]:
+              key_field: str, batch_ends: dict[int, dict[int, int]], say: Callable[[str], None], model: Model,
+              kind: OutputKind) -> tuple[Verdict, int]:
     """The verdict on the output, and the number of records the input topic holds."""
     malformed = set(malformed_values)
     kept = kept_event(key_field, malformed)
-    expected, malformed_read = expectation((value for _p, _o, value in positioned), kept, malformed, model)
+    expected, malformed_read = expectation((value for _p, _o, value in positioned), kept, malformed, model, kind)
     verdict = judge(published, expected, malformed_read, positioned, kept, batch_ends, model)
     say(f"verify (read_committed): {published.records()} output records for {len(published.answers)} keys over "
         f"{len(published.batches())} batches, {len(published.dead_letters)} dead letters ({len(malformed_read)} "
