@@ -1,8 +1,10 @@
 """Copy a benchmark run's results into .ci/bench-results/ and rewrite the measured section of
 docs/performance.md from them, so that no figure there is typed by hand. `make bench-startup`'s
-results, when the run directory has them (its startup/), are published beside.
+results, when the run directory has them (its startup/), are published beside. A run of another
+query shape than the default (`make bench QUERY=stateless`) has a section and a results folder
+of its own (`.ci/bench-results/<shape>/`).
 
-    python .ci/publish_bench.py bench/color-counts/bench-out
+    python .ci/publish_bench.py bench/color-counts/bench-out [<query shape>]
 """
 
 from __future__ import annotations
@@ -26,38 +28,48 @@ def machine() -> str:
     return f"{cpus} CPUs ({model}), {memory_kb / 2**20:.0f} GiB, {platform.system()} {platform.release()}"
 
 
-def main(run_dir: str) -> None:
+DEFAULT_QUERY = "count-by-key"
+
+
+def main(run_dir: str, query: str = DEFAULT_QUERY) -> None:
     source = Path(run_dir)
-    KEPT.mkdir(parents=True, exist_ok=True)
+    kept = KEPT if query == DEFAULT_QUERY else KEPT / query
+    start, end = (START, END) if query == DEFAULT_QUERY else (f"<!-- bench-{query}:start -->",
+                                                               f"<!-- bench-{query}:end -->")
+    images = "../.ci/bench-results" + ("" if query == DEFAULT_QUERY else f"/{query}")
+    command = "`make bench`" if query == DEFAULT_QUERY else f"`make bench QUERY={query}`"
+    kept.mkdir(parents=True, exist_ok=True)
     for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png",
                  "scaling-keys.png"):
         if (source / name).exists():
-            shutil.copy(source / name, KEPT / name)
+            shutil.copy(source / name, kept / name)
     startup = source / "startup"
     for name in ("startup-results.md", "startup-results.json", "startup.png"):
         if (startup / name).exists():
-            shutil.copy(startup / name, KEPT / name)
-    table = (KEPT / "bench-results.md").read_text().split("\n", 1)[1].strip()  # without its own title
-    summary = json.loads((KEPT / "bench-results.json").read_text()).get("summary_line", "")
+            shutil.copy(startup / name, kept / name)
+    table = (kept / "bench-results.md").read_text().split("\n", 1)[1].strip()  # without its own title
+    summary = json.loads((kept / "bench-results.json").read_text()).get("summary_line", "")
     section = "\n".join([
-        START,
-        f"Measured on {machine()}, with `make bench` (the default profile"
+        start,
+        f"Measured on {machine()}, with {command} (the default profile"
         + (", with `--scaling`" if (source / "scaling-keys.png").exists() else "") + "). Raw results, plots and",
-        "JSON are in `.ci/bench-results/`; this section is rewritten by `.ci/publish_bench.py`.",
+        f"JSON are in `{images.removeprefix('../')}/`; this section is rewritten by `.ci/publish_bench.py`.",
         "",
-        "![throughput](../.ci/bench-results/throughput.png)",
-        *(["", "![scaling](../.ci/bench-results/scaling-keys.png)"] if (source / "scaling-keys.png").exists() else []),
+        f"![throughput]({images}/throughput.png)",
+        *(["", f"![scaling]({images}/scaling-keys.png)"] if (source / "scaling-keys.png").exists() else []),
         "",
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",
         f"`{summary}`" if summary and summary not in table else "",  # the table may end with it already
         *_startup_section(startup),
-        END,
+        end,
     ])
     page = ROOT / "docs" / "performance.md"
     text = page.read_text()
-    before, _, rest = text.partition(START)
-    _, _, after = rest.partition(END)
+    if start not in text:  # a shape's first run: its section goes last
+        text = f"{text.rstrip()}\n\n## The {query} query\n\n{start}\n{end}\n"
+    before, _, rest = text.partition(start)
+    _, _, after = rest.partition(end)
     page.write_text(before + section + after)
 
 
@@ -72,4 +84,4 @@ def _startup_section(startup: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -1,5 +1,6 @@
-"""The rendered README's "Change the job", done as written on a fresh rendering: its example's
-blocks (the schema, the answer, the model) pasted where it says, nothing else edited. The
+"""The rendered README's "Change the job", done as written on a fresh rendering of each query
+shape: its example's blocks (the schema, the query's Spark side, the model) pasted where it
+says, nothing else edited. The
 project then type-checks, and its unit tests that read the query pass unchanged (the answer's
 aggregates, the query's fingerprint and its refusals, the verdicts, the one-line failures). Its
 integration and crash tests were run on such a rendering by hand; CI's time goes to the default
@@ -15,12 +16,27 @@ from pathlib import Path
 import pytest
 from conftest import render
 
-EXAMPLE = "**Example: a sum of a field instead of a count.**"
+# Per query shape: the example's heading, what its blocks replace in query.py, the unit tests that
+# read the query or its configuration (the count's operator is not rendered for the stateless shape).
+SHAPES = {
+    "count-by-key": ("**Example: a sum of a field instead of a count.**",
+                     '    return [F.count(F.lit(1)).alias("count")]\n',
+                     r"(    counts: Counter\[str\] = Counter\(\)\n.*?\n        yield [^\n]*\n)"),
+    "stateless": ("**Example: publish an amount in cents.**",
+                  '    return [F.col(f"`{name}`").alias(name) for name in config.schema]\n',
+                  r"(    for event in events:\n        key = [^\n]*\n        yield [^\n]*\n)"),
+}
+COMMON_UNIT_TESTS = ("test_query_fingerprint.py", "test_savepoint_manifest.py", "test_one_line_failures.py",
+                     "test_sink_parts.py", "test_chaos_plan.py", "test_differential.py")
+QUERY_UNIT_TESTS = {"count-by-key": ("test_counting.py", *COMMON_UNIT_TESTS), "stateless": COMMON_UNIT_TESTS}
+# What the changed query.py and job.toml hold, per shape.
+CHANGED = {"count-by-key": ('F.sum("amount")', 'totals[key] += event["amount"]'),
+           "stateless": ('(F.col("amount") * 100).alias("cents")', '"cents": event["amount"] * 100')}
 
 
-def example_blocks(readme: str) -> list[str]:
-    """The example's code blocks, in order: the job file's [schema], the answer, the model."""
-    section = readme[readme.index(EXAMPLE):]
+def example_blocks(readme: str, heading: str) -> list[str]:
+    """The example's code blocks, in order: the job file's [schema], the query's Spark side, the model."""
+    section = readme[readme.index(heading):]
     section = section[:section.index("\nA query must keep")]
     return re.findall(r"```(?:toml|python)\n(.*?)```", section, re.DOTALL)
 
@@ -30,24 +46,24 @@ def replace_once(text: str, old: str, new: str, where: str) -> str:
     return text.replace(old, new)
 
 
-def change_as_the_readme_says(project: Path) -> None:
-    schema, answer, model = example_blocks((project / "README.md").read_text())
+def change_as_the_readme_says(project: Path, shape: str) -> None:
+    heading, spark_side, model_body = SHAPES[shape]
+    schema, spark_block, model = example_blocks((project / "README.md").read_text(), heading)
     job_file = project / "job.toml"
     text = job_file.read_text()
     job_file.write_text(text[:text.index("[schema]")] + schema + "\n")  # [schema] is the file's last table
     query_file = next(project.glob("src/*/pipeline/query.py"))
-    text = replace_once(query_file.read_text(), '    return [F.count(F.lit(1)).alias("count")]\n', answer,
-                        "query.answer")
-    body = re.search(r"(    counts: Counter\[str\] = Counter\(\)\n.*?\n        yield [^\n]*\n)", text, re.DOTALL)
-    assert body, "query.model no longer holds the count the README's example replaces"
+    text = replace_once(query_file.read_text(), spark_side, spark_block, "query.py")
+    body = re.search(model_body, text, re.DOTALL)
+    assert body, "query.model no longer holds the code the README's example replaces"
     query_file.write_text(text.replace(body.group(1), model))
 
 
-@pytest.fixture(scope="module")
-def changed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    project = render(tmp_path_factory.mktemp("changed"))
-    change_as_the_readme_says(project)
-    return project
+@pytest.fixture(scope="module", params=list(SHAPES))
+def changed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    project = render(tmp_path_factory.mktemp(f"changed-{request.param}"), query=request.param)
+    change_as_the_readme_says(project, request.param)
+    return request.param, project
 
 
 def run(project: Path, python: Path, *command: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -56,26 +72,23 @@ def run(project: Path, python: Path, *command: str, timeout: float = 900) -> sub
                           timeout=timeout, check=False)
 
 
-def test_the_change_is_the_readmes(changed: Path) -> None:
-    assert 'amount = "int"' in (changed / "job.toml").read_text()
-    query = next(changed.glob("src/*/pipeline/query.py")).read_text()
-    assert 'F.sum("amount")' in query and 'totals[key] += event["amount"]' in query
+def test_the_change_is_the_readmes(changed: tuple[str, Path]) -> None:
+    shape, project = changed
+    assert 'amount = "int"' in (project / "job.toml").read_text()
+    query = next(project.glob("src/*/pipeline/query.py")).read_text()
+    assert all(code in query for code in CHANGED[shape]), query
 
 
-def test_the_changed_job_type_checks(changed: Path, project_python: Path) -> None:
-    result = run(changed, project_python, "-m", "mypy")
+def test_the_changed_job_type_checks(changed: tuple[str, Path], project_python: Path) -> None:
+    result = run(changed[1], project_python, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-# The unit tests that read the query or its configuration.
-QUERY_UNIT_TESTS = ("test_query_fingerprint.py", "test_counting.py", "test_savepoint_manifest.py",
-                    "test_one_line_failures.py", "test_sink_parts.py", "test_chaos_plan.py", "test_differential.py")
-
-
-def test_the_changed_job_passes_its_unit_tests(changed: Path, project_python: Path) -> None:
+def test_the_changed_job_passes_its_unit_tests(changed: tuple[str, Path], project_python: Path) -> None:
     """Among them: the fingerprint tells the sum from the count, so a state TTL, a savepoint and
     `state` refuse it; the commands that reach Kafka or S3 still fail in one line."""
-    result = run(changed, project_python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                 *(f"tests/unit/{name}" for name in QUERY_UNIT_TESTS))
+    shape, project = changed
+    result = run(project, project_python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 *(f"tests/unit/{name}" for name in QUERY_UNIT_TESTS[shape]))
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-3000:]

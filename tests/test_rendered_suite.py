@@ -11,8 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import render, rendering_env
 
 MOVED = "tests/chaos"  # from `make test` to the cluster lane
+# The other query shape's proof, last in the cluster lane (its own rendering, the same venv with
+# the rendering's code first on the path): the crash at every point of the commit protocol, the
+# at-least-once counter-proof, the pipeline runs and the chaos quick profile, each judged by the
+# shape's model (record by record) and, the crash tests, by a run without faults.
+STATELESS_TESTS = ("tests/integration/test_pipeline.py",
+                   "tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
+                   "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink",
+                   "tests/chaos")
 
 
 def test_rendered_project_suites_pass(rendered_default: Path, project_python: Path, tmp_path: Path,
@@ -23,17 +32,22 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
     (each ran about 34 and 28 minutes otherwise); every test of both targets runs once. The set-up
     (`make venv`) runs first, once: given the venv the template's tests already filled (VENV=...),
     it is one editable install of this rendering. `make test` streams its output; the cluster
-    lane's log is printed when it ends."""
+    lane's log is printed when it ends. The cluster lane then runs the stateless query shape's
+    proof (STATELESS_TESTS) in a rendering of its own."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     venv = project_python.parent.parent
     make = ["make", f"VENV={venv}"]
     cluster_log = tmp_path / "test-cluster.log"
+    stateless = render(tmp_path / "stateless", query="stateless")
+    pytest_bin = shlex.quote(str(venv / "bin" / "pytest"))
+    stateless_run = (f"cd {shlex.quote(str(stateless))} && PYTHONPATH={shlex.quote(rendering_env(stateless)['PYTHONPATH'])} "
+                     f"{pytest_bin} -p no:cacheprovider {shlex.join(STATELESS_TESTS)}")
     with capsys.disabled():  # stream the inner suite's output: CI logs show every test and the broker line
         subprocess.run([*make, "venv"], cwd=rendered_default, env=env, check=True)
         print(f"\n=== rendered project suites: make test and make test-cluster VENV={venv} in {rendered_default}"
               f" (the cluster lane's log: {cluster_log}, printed when it ends)", flush=True)
-        lane = f"{shlex.join([*make, 'test-cluster'])}; cluster=$?; {shlex.quote(str(venv / 'bin' / 'pytest'))} " \
-               f"{MOVED}; chaos=$?; exit $((cluster || chaos))"
+        lane = f"{shlex.join([*make, 'test-cluster'])}; cluster=$?; {pytest_bin} {MOVED}; chaos=$?; " \
+               f"({stateless_run}); stateless=$?; exit $((cluster || chaos || stateless))"
         with open(cluster_log, "w") as log:
             cluster = subprocess.Popen(["bash", "-c", lane], cwd=rendered_default, env=env, stdout=log,
                                        stderr=subprocess.STDOUT)
@@ -45,9 +59,11 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
         finally:
             if cluster.poll() is None:
                 cluster.kill()
-        print(f"\n=== rendered project cluster lane: make test-cluster, then {MOVED} (ended "
+        print(f"\n=== rendered project cluster lane: make test-cluster, then {MOVED}, then the stateless shape's "
+              f"{' '.join(STATELESS_TESTS)} in {stateless} (ended "
               f"{time.monotonic() - started:.0f}s after both began):\n{cluster_log.read_text(errors='replace')}",
               flush=True)
-    lanes = (("make test", suite.returncode), (f"make test-cluster or {MOVED}", cluster.returncode))
+    lanes = (("make test", suite.returncode), (f"make test-cluster, {MOVED} or the stateless shape's tests",
+                                                cluster.returncode))
     failed = [name for name, code in lanes if code != 0]
     assert not failed, f"the rendered project's {' and '.join(failed)} failed; the output is above"

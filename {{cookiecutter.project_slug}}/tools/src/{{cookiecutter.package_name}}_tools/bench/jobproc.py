@@ -3,7 +3,7 @@
 so the benchmark can tell where a batch's time goes (durationMs: latestOffset, addBatch...).
 
 With `--built-in-sink`, contender spark_kafka_job: the job's own query (source, parse with its
-dead letters, filter, count, output records) written by Spark's built-in Kafka sink
+dead letters, pipeline/query.py's query, output records) written by Spark's built-in Kafka sink
 (at-least-once) instead of this job's sink: what the sink alone costs.
 
     python -m <package>_tools.bench.jobproc --progress-file F [--built-in-sink] --set option=value ...
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 def built_in_sink(spark, config):
     """The job's query up to its Kafka records, then Spark's Kafka sink. Spark's sink cannot read
     dead letters back: their references (records without a topic) are dropped, so this
-    contender publishes the counts only (the benchmark's input has no malformed records)."""
+    contender publishes the answers only (the benchmark's input has no malformed records)."""
     from {{ cookiecutter.package_name }} import job
     from {{ cookiecutter.package_name }}.pipeline import query
     from {{ cookiecutter.package_name }}.pipeline.output_records import encode

@@ -160,7 +160,8 @@ class OutputRecord:
 
 class OutputTail(threading.Thread):
     """Reads the output topic from its start with read_committed; keeps every record with the
-    time it became visible here, and the latest count of every key."""
+    time it became visible here, and the latest count of every key (for an append output, the
+    number of its records)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True, name="bench-output-tail")
@@ -213,7 +214,10 @@ class OutputTail(threading.Thread):
                         self.error = str(message.error())
                     continue
                 value = json.loads(message.value())
-                key, count = str(value["key"]), int(value["count"])
+                key = str(value["key"])
+                # A count says how many of the key's events it covers; a record of an append output
+                # (the stateless query) stands for one event: the key's n-th record, its n-th event.
+                count = int(value["count"]) if "count" in value else self.latest.get(key, 0) + 1
                 self.records.append(OutputRecord(now, key, count, value.get("batch_id")))
                 previous = self.latest.get(key, 0)
                 if count > previous:
