@@ -30,10 +30,14 @@ SHOWN_RECORDS = 20  # an append output's verdict names this many records that di
 
 @dataclass
 class Verdict:
-    lost: int = 0  # keys whose last published answer is missing or not the model's
-    duplicated: int = 0  # a (key, batch) published twice, or a key the model gives no answer for
-    wrong_answers: int = 0  # a (key, batch) whose answer is not the model's after the input up to that batch
-    missing_updates: int = 0  # a key whose answer the input changed in a batch, with no record of that batch
+    """Upsert outputs are counted in keys and (key, batch) pairs; append outputs in records."""
+
+    lost: int = 0  # keys whose last published answer is missing or not the model's; records missing
+    duplicated: int = 0  # a (key, batch) published twice, or a key the model gives no answer for; records extra
+    wrong_answers: int = 0  # a (key, batch) whose answer is not the model's after the input up to that batch;
+    #                         records in a batch whose input does not give them
+    missing_updates: int = 0  # a key whose answer the input changed in a batch, with no record of that batch;
+    #                           records a batch's input gives that the batch does not have
     dead_letter_ok: bool = True
     problems: list[str] = field(default_factory=list)
 
