@@ -92,7 +92,7 @@ from color_counts.config import load_config
 from color_counts.pipeline import query
 from color_counts_tools.readback import read_published
 from color_counts_tools.sample import configured_sample, produce, spark_filter
-from color_counts_tools.verify import expected_answers, verify
+from color_counts_tools.verify import Expected, verify
 
 command, job_file, bootstrap, record = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
 config = load_config(job_file, {"bootstrap_servers": bootstrap})
@@ -108,7 +108,7 @@ if command == "produce":
 else:
     kept = json.loads(record.read_text())
     published = read_published(config.bootstrap_servers, config.output_topic, config.dead_letter_topic)
-    expected = expected_answers(lambda events: query.model(events, config), kept["events"])
+    expected = Expected.of(lambda events: query.model(events, config), kept["events"], query.OUTPUT)
     verdict = verify(published, expected, [bytes.fromhex(value) for value in kept["malformed"]])
     print(f"lost {verdict.lost}, duplicated {verdict.duplicated}, dead letters ok {verdict.dead_letter_ok}",
           *verdict.problems[:10], sep="\\n")
