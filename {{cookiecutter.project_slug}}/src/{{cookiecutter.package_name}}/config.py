@@ -82,9 +82,9 @@ class JobConfig:
     marker_min_insync_replicas: int = option(0, "its `min.insync.replicas`; 0 = min(2, replication)")
     schema: dict[str, str] = option(factory=lambda: {"{{ cookiecutter.key_field }}": "string"},
                                     doc="event fields and types; other fields are ignored")
-    key_field: str = option("{{ cookiecutter.key_field }}", "the field the query groups by")
+    key_field: str = option("{{ cookiecutter.key_field }}", "the field the query keys its output by")
     filter: str = option({{ cookiecutter.filter_expression | tojson }},
-                         "Spark SQL condition; events that do not match are not counted")
+                         "Spark SQL condition; the query takes only the events that match")
     max_record_bytes: int = option(65536, "larger values are dead letters")
 
     delivery_guarantee: Guarantee = option("{{ cookiecutter.delivery_guarantee }}",
