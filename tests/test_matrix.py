@@ -123,8 +123,9 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         assert manifest["kind"] == "SparkApplication"
         # The job file decides: job.toml from a ConfigMap; the environment names the master alone. A
         # local checkpoint answer will be set to S3 there, most likely: the S3 connector comes along.
-        local = not answers.get("checkpoint_location", "checkpoints").startswith(("s3:", "s3a:", "hdfs:", "gs:", "abfs:", "abfss:"))
-        s3 = local or answers.get("checkpoint_location", "").startswith("s3:")
+        checkpoints = answers.get("checkpoint_location", "checkpoints")  # the template's default where a cell keeps it
+        local = not checkpoints.startswith(("s3:", "s3a:", "hdfs:", "gs:", "abfs:", "abfss:"))
+        s3 = local or checkpoints.startswith("s3:")
         env = [item["name"] for item in manifest["spec"]["driver"]["env"]]
         assert len(env) == 1 and env[0].endswith("_SPARK_MASTER"), env
         assert manifest["spec"]["arguments"] == ["run", "--config", f"/etc/{project.name}/job.toml"]

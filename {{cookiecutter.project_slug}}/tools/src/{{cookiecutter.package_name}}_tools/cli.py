@@ -10,7 +10,6 @@ import json
 import os
 import shlex
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -51,16 +50,13 @@ def _produce_sample(args: argparse.Namespace) -> int:
         return 0
     from {{ cookiecutter.package_name }}.pipeline import query
 
-    from .verify import Expected
+    from .verify import Expected, records_per_key
 
     expected = Expected.of(lambda events: query.model(events, config), sample.kept_events, query.OUTPUT)
     if expected.kind == "append":  # every record an answer: how many each key gets
         print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); how many "
               "records the job should publish for each key:")
-        per_key: Counter[str] = Counter()
-        for (key, _answer), times in expected.records.items():
-            per_key[key] += times
-        shown: dict[str, object] = dict(per_key)
+        shown: dict[str, object] = dict(records_per_key(expected.records))
     else:
         print(f"produced {args.count} events to {config.input_topic} ({sample.malformed} malformed); what the "
               "job should publish last for each key:")

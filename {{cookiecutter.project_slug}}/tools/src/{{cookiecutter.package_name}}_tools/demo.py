@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}.pipeline import query
 from .kafka_local import daemon
 from .readback import Answer, Published, read_published
 from .sample import configured_sample, produce, spark_filter
-from .verify import Expected, published_records
+from .verify import Expected, published_records, records_per_key
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +68,10 @@ def _report(published: Published, expected: Expected, malformed: int, total: int
     query's model's, or its number of records for an append output; then the dead letters beside
     the malformed records produced."""
     if expected.kind == "append":
-        found = published_records(published)
+        found, modelled_per_key = records_per_key(published_records(published)), records_per_key(expected.records)
         print(f"\n{'key':<14}records published (read_committed)")
         for key in sorted(expected.keys() | set(published.answers)):
-            records = sum(n for (k, _answer), n in found.items() if k == key)
-            modelled = sum(n for (k, _answer), n in expected.records.items() if k == key)
+            records, modelled = found[key], modelled_per_key[key]
             print(f"{key:<14}{records}" + ("" if records == modelled else f", expected {modelled}   <-- MISMATCH"))
     else:
         answers = published.final_answers()

@@ -84,6 +84,14 @@ def published_records(published: Published) -> Records:
     return Counter((key, _json(answer)) for key, history in published.answers.items() for _batch, answer in history)
 
 
+def records_per_key(records: Records) -> Counter[str]:
+    """How many records each key has in an append output."""
+    per_key: Counter[str] = Counter()
+    for (key, _answer), times in records.items():
+        per_key[key] += times
+    return per_key
+
+
 def verify(published: Published, expected: Expected, malformed_values: list[bytes]) -> Verdict:
     """The output as the kind reads it (upsert: the last answer per key, no key twice in one
     batch; append: every record once), and the dead letters."""
