@@ -38,7 +38,7 @@ DEPENDENCIES = ("pyspark", "py4j", "confluent_kafka", "pyarrow", "pandas", "nump
                 "pytest", "testcontainers")
 TOPIC_QUESTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 CHOICES = {
-    "query": ("count-by-key", "stateless"),
+    "query": ("count-by-key", "windowed-count", "stateless"),
     "delivery_guarantee": ("exactly-once", "at-least-once"),
     "license": ("Apache-2.0", "MIT", "Proprietary"),
     "include_github_actions": ("yes", "no"),
@@ -168,6 +168,18 @@ def _state_ttl_seconds(value: str) -> str | None:
     return None
 
 
+def _window_seconds(value: str) -> str | None:
+    if not NON_NEGATIVE_INT.fullmatch(value) or value == "0":
+        return "must be a whole number of seconds above 0, written like 10 or 60"
+    return None
+
+
+def _allowed_lateness_seconds(value: str) -> str | None:
+    if not NON_NEGATIVE_INT.fullmatch(value):
+        return "must be a whole number of seconds, 0 or more, written like 0 or 30"
+    return None
+
+
 def _checkpoint_location(value: str) -> str | None:
     if problem := _text(value, 1000):
         return problem
@@ -196,6 +208,9 @@ RULES: dict[str, Callable[[str], str | None]] = {
     "filter_expression": _filter_expression,
     "trigger_interval_seconds": _trigger_interval_seconds,
     "state_ttl_seconds": _state_ttl_seconds,
+    "event_time_field": _key_field,
+    "window_seconds": _window_seconds,
+    "allowed_lateness_seconds": _allowed_lateness_seconds,
     "checkpoint_location": _checkpoint_location,
     "transactional_id_prefix": identifiers.transactional_id_prefix_problem,
 }
@@ -222,6 +237,12 @@ def problems(answers: Answers) -> list[str]:
 
     if answers.get("query") == "stateless" and str(answers.get("state_ttl_seconds")) != "0":
         add("state_ttl_seconds", "must be 0 for the stateless query, which keeps no state")
+    if answers.get("query") == "windowed-count":
+        if str(answers.get("state_ttl_seconds")) != "0":
+            add("state_ttl_seconds", "must be 0 for the windowed-count query, which drops a window's state once "
+                                     "the watermark passes it")
+        if answers.get("event_time_field") == answers.get("key_field"):
+            add("event_time_field", "must differ from key_field")
 
     topics = {question: str(answers.get(question)) for question in TOPIC_QUESTIONS}
     for question, problem in identifiers.topic_collisions(topics).items():

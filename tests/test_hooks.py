@@ -56,6 +56,10 @@ BAD_ANSWERS = [
     ("key_field", "colour-name", "JSON field name"),
     ("key_field", "9lives", "not starting with a digit"),
     ("key_field", "topic", "the parse adds a column of that name"),
+    ("event_time_field", "time-ms", "JSON field name"),
+    ("window_seconds", "0", "above 0"),
+    ("window_seconds", "1.5", "whole number of seconds"),
+    ("allowed_lateness_seconds", "-5", "0 or more"),
     ("filter_expression", "", "must not be empty"),
     ("filter_expression", "  ", "must not be empty"),
     ("filter_expression", "color = 'red'\nOR true", "must be one line"),
@@ -85,7 +89,7 @@ BAD_ANSWERS = [
 # Cookiecutter itself refuses a choice outside its list before any hook runs; the hook checks them
 # too, for contexts that bypass the prompt (replay files, cruft's --variables-to-update).
 BAD_CHOICES = [
-    ("query", "windowed", "must be one of count-by-key, stateless"),
+    ("query", "windowed", "must be one of count-by-key, windowed-count, stateless"),
     ("delivery_guarantee", "exactly-twice", "must be one of exactly-once, at-least-once"),
     ("include_github_actions", "maybe", "must be one of yes, no"),
     ("include_deployment", "true", "must be one of yes, no"),
@@ -233,6 +237,21 @@ def test_the_stateless_query_refuses_a_state_ttl(default_answers: dict[str, str]
     assert pre_gen.problems(stateless) == []
     assert pre_gen.problems(stateless | {"state_ttl_seconds": "60"}) == [
         "state_ttl_seconds: '60': must be 0 for the stateless query, which keeps no state"]
+
+
+def test_the_windowed_count_refuses_a_state_ttl_and_a_bad_window(default_answers: dict[str, str]) -> None:
+    windowed = default_answers | {"query": "windowed-count"}
+    assert pre_gen.problems(windowed) == []
+    assert pre_gen.problems(windowed | {"state_ttl_seconds": "60", "window_seconds": "0",
+                                        "allowed_lateness_seconds": "-1", "event_time_field": "color"}) == [
+        "window_seconds: '0': must be a whole number of seconds above 0, written like 10 or 60",
+        "allowed_lateness_seconds: '-1': must be a whole number of seconds, 0 or more, written like 0 or 30",
+        "state_ttl_seconds: '60': must be 0 for the windowed-count query, which drops a window's state once the "
+        "watermark passes it",
+        "event_time_field: 'color': must differ from key_field"]
+    assert pre_gen.problems(windowed | {"event_time_field": "1st"}) == [
+        "event_time_field: '1st': must be a JSON field name: letters, digits and underscores, not starting with a "
+        "digit"]
 
 
 def test_all_problems_are_reported_at_once(default_answers: dict[str, str]) -> None:

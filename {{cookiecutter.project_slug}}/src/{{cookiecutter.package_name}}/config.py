@@ -80,8 +80,14 @@ class JobConfig:
     marker_replication_factor: int = option(0, "replication of the marker topic when the job creates it; "
                                                "0 = min(3, brokers)")
     marker_min_insync_replicas: int = option(0, "its `min.insync.replicas`; 0 = min(2, replication)")
+{%- if cookiecutter.query == "windowed-count" %}
+    schema: dict[str, str] = option(factory=lambda: {"{{ cookiecutter.key_field }}": "string",
+                                                     "{{ cookiecutter.event_time_field }}": "int"},
+                                    doc="event fields and types; other fields are ignored")
+{%- else %}
     schema: dict[str, str] = option(factory=lambda: {"{{ cookiecutter.key_field }}": "string"},
                                     doc="event fields and types; other fields are ignored")
+{%- endif %}
     key_field: str = option("{{ cookiecutter.key_field }}", "the field the query keys its output by")
     filter: str = option({{ cookiecutter.filter_expression | tojson }},
                          "Spark SQL condition; the query takes only the events that match")
@@ -123,6 +129,17 @@ class JobConfig:
         {{ cookiecutter.state_ttl_seconds }}, "forget a key idle this long (0: never). Above 0 the count runs in "
         "transformWithStateInPandas, which calls Python once per changed key and batch: for up to a few thousand "
         "changed keys per batch. Fixed by the checkpoint (a different operator)")
+{%- if cookiecutter.query == "windowed-count" %}
+    event_time_field: str = option("{{ cookiecutter.event_time_field }}",
+                                   "the field with an event's time, an `int` of `[schema]` in epoch milliseconds; an "
+                                   "event without it is a dead letter. Fixed by the checkpoint")
+    window_seconds: int = option({{ cookiecutter.window_seconds }}, "length of the tumbling event-time windows the "
+                                                                    "query counts in. Fixed by the checkpoint")
+    allowed_lateness_seconds: int = option(
+        {{ cookiecutter.allowed_lateness_seconds }}, "the watermark's delay: the watermark trails the latest event "
+        "time of the batches before by this much; an event whose window ends at or before the watermark is late "
+        "(a dead letter)")
+{%- endif %}
     shuffle_partitions: int = option(4, "state partitions; fixed by the checkpoint once it exists")
     spark_master: str = option("local[2]", "Spark master")
 
@@ -317,12 +334,22 @@ def _check_schema(config: JobConfig) -> None:
             raise ConfigError("schema", f"field {field_name!r} has type {field_type!r}; use one of {FIELD_TYPES}")
     if config.key_field not in config.schema:
         raise ConfigError("key_field", f"{config.key_field!r} is not a field of the schema {sorted(config.schema)}")
+{%- if cookiecutter.query == "windowed-count" %}
+    if config.schema.get(config.event_time_field) != "int":
+        raise ConfigError("event_time_field", f"{config.event_time_field!r} must be a field of type int in the "
+                                              f"schema (epoch milliseconds); the schema has {config.schema}")
+    if config.event_time_field == config.key_field:
+        raise ConfigError("event_time_field", f"{config.event_time_field!r} is the key_field; the window's time "
+                                              "needs a field of its own")
+{%- endif %}
 
 
 PORT_OPTIONS = ("ui_port", "metrics_port")
 POSITIVE_OPTIONS = ("trigger_interval_seconds", "max_offsets_per_trigger", "max_record_bytes", "commit_shards",
-                    "shuffle_partitions", "commit_timeout_seconds")
-NON_NEGATIVE_OPTIONS = ("state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
+                    "shuffle_partitions", "commit_timeout_seconds"{% if cookiecutter.query == "windowed-count" %},
+                    "window_seconds"{% endif %})
+NON_NEGATIVE_OPTIONS = ({% if cookiecutter.query == "windowed-count" %}"allowed_lateness_seconds",
+                        {% endif %}"state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
                         "marker_min_insync_replicas", "kafka_outage_tolerance_seconds",
                         "foreign_transaction_tolerance_seconds", "restart_max_delay_seconds",
                         "failure_rate_interval_seconds")

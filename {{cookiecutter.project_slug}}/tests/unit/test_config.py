@@ -7,6 +7,7 @@ import pytest
 from {{ cookiecutter.package_name }}.config import (
     ENV_PREFIX,
     ConfigError,
+    JobConfig,
     java_client_options,
     load_config,
     masked,
@@ -122,7 +123,7 @@ def test_a_job_file_written_from_settings_configures_what_the_settings_do(tmp_pa
     from {{ cookiecutter.package_name }}_tools.job_file import write_job_file
 
     settings = {"commit_shards": "3", "fail_on_data_loss": "false", "trigger_interval_seconds": "0.5",
-                "schema": json.dumps({"color": "string", "amount": "int"}), "key_field": "color",
+                "schema": json.dumps({**JobConfig().schema, "amount": "int"}), "key_field": "{{ cookiecutter.key_field }}",
                 "filter": "color <> 'x\\\\y' AND \"a\" = \"a\"\x7f", "checkpoint_location": "s3a://b/c",
                 "s3.endpoint": "http://127.0.0.1:9000", "s3.secret_access_key": "${S3_SECRET}",
                 "kafka.security.protocol": "SASL_PLAINTEXT", "spark.executor.memory": "2g"}

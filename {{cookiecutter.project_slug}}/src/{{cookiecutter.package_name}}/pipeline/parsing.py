@@ -25,11 +25,16 @@ SPARK_TYPES = {"string": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "
 _JSON_SPACE = " \t\r\n"
 
 
+# An event time (epoch milliseconds) the windows can hold: 1970-01-01 up to the end of year 9999.
+MAX_EVENT_TIME_MS = 253_402_300_799_999
+
+
 @dataclass(frozen=True)
 class EventSchema:
     fields: dict[str, str]
     key_field: str
     max_record_bytes: int
+    event_time_field: str | None = None  # a field every event must have, an epoch-milliseconds time
 
     def fields_ddl(self) -> str:
         """The event's fields: all the job's filter may read."""
@@ -37,7 +42,10 @@ class EventSchema:
 
 
 def event_schema(config: JobConfig) -> EventSchema:
-    return EventSchema(fields=dict(config.schema), key_field=config.key_field, max_record_bytes=config.max_record_bytes)
+    return EventSchema(fields=dict(config.schema), key_field=config.key_field, max_record_bytes=config.max_record_bytes
+{%- if cookiecutter.query == "windowed-count" %},
+                       event_time_field=config.event_time_field
+{%- endif %})
 
 
 # A check of a record: the condition that makes it a dead letter, and the reason to give.
@@ -75,7 +83,9 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
         "topic",
         F.col("partition").cast("int").alias("partition"),
         "offset",
-        F.when(~event, F.col("value")).alias("raw_value"),  # the raw bytes only for dead letters
+        # The raw bytes only for dead letters; with an event time, for every record: an event
+        # found late after the shuffle becomes a dead letter there (windowed_counting.py).
+        (F.col("value") if schema.event_time_field else F.when(~event, F.col("value"))).alias("raw_value"),
     )
 
 
@@ -118,11 +128,17 @@ def dead_letter_checks(value: Column, doc: Column, fields: dict[str, Column], sc
         missing = field.isNull() | F.is_variant_null(field)
         if name == schema.key_field:
             checks.append((missing, F.lit(f"missing key field {name!r}")))
+        elif name == schema.event_time_field:
+            checks.append((missing, F.lit(f"missing event-time field {name!r}")))
         found = F.schema_of_variant(field)
         checks.append((
             ~missing & ~_has_type(found, kind),
             F.concat(F.lit(f"field {name!r} has JSON type "), _json_type(found), F.lit(f", expected {kind}")),
         ))
+        if name == schema.event_time_field:
+            time = _typed(field, kind)
+            checks.append((~time.between(0, MAX_EVENT_TIME_MS), F.format_string(
+                f"event-time field {name!r} is %d, outside 0 to {MAX_EVENT_TIME_MS} (epoch milliseconds)", time)))
     return checks
 
 

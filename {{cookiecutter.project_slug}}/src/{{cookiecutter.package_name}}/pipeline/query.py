@@ -1,6 +1,12 @@
 """The job's query, the one module a team edits to change what the job computes: from parsed
 events (parsing.py, fields as `[schema]` in job.toml declares them) to what the sink publishes.
-{%- if cookiecutter.query == "stateless" %}
+{%- if cookiecutter.query == "windowed-count" %}
+Filter, then a count per key and event-time window. Five things here describe it, and change
+together:
+- `keep_matching`: the filter (the `filter` option);
+- `changes`: the windows and what is counted in them (windowed_counting.py: tumbling windows of
+  `window_seconds` on `event_time_field`, late events to the dead-letter topic);
+{%- elif cookiecutter.query == "stateless" %}
 Filter, then one output record per kept event. Five things here describe it, and change together:
 - `keep_matching`: the filter (the `filter` option);
 - `project`: an output record's fields, as Spark columns over a kept event (the default: every
@@ -19,7 +25,9 @@ Filter, then an answer per key. Five things here describe it, and change togethe
 - `model`: the same query in plain Python, one event at a time, which the tests hold the job's
   output to, batch by batch (tools' verify.py), and which tells a checkpoint's query from another
   (fingerprint.py).
-{%- if cookiecutter.query == "stateless" %}
+{%- if cookiecutter.query == "windowed-count" %}
+The README's "Change the job" walks through changing what a window holds.
+{%- elif cookiecutter.query == "stateless" %}
 The README's "Change the job" walks through changing what a record carries.
 {%- else %}
 The README's "Change the job" walks through turning the count into a sum.
@@ -34,12 +42,37 @@ from collections import Counter
 {%- endif %}
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
-
+{% if cookiecutter.query == "windowed-count" %}
+from pyspark.sql import DataFrame
+{%- else %}
 from pyspark.sql import Column, DataFrame
+{%- endif %}
 from pyspark.sql import functions as F
 
 from ..config import JobConfig
-{%- if cookiecutter.query == "stateless" %}
+{%- if cookiecutter.query == "windowed-count" %}
+from .changes import Changes
+from .parsing import IS_EVENT
+from .unpushed_filter import where_in_place
+from .windowed_counting import iso_time, window_key, window_start, windowed_changes
+
+OutputKind = Literal["upsert", "append"]
+OUTPUT: OutputKind = "upsert"
+KEEPS_STATE = True
+
+
+def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
+    """Apply the filter to events; dead letters always pass, to reach their topic. In place:
+    pushed down, the filter would parse every record again (unpushed_filter.py)."""
+    return where_in_place(events, ~F.col(IS_EVENT) | F.expr(config.filter))
+
+
+def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
+    """The whole query: parsed events in, changes out. `seed`: unused (savepoints move counts per
+    key, not per window: preflight refuses them for this query)."""
+    return windowed_changes(keep_matching(events, config), config.key_field, config.event_time_field,
+                            config.window_seconds, config.allowed_lateness_seconds)
+{%- elif cookiecutter.query == "stateless" %}
 from .changes import Changes
 from .parsing import IS_EVENT
 from .projection import project_changes
@@ -105,7 +138,22 @@ Answer = dict[str, object]  # an output record's value, without the batch id the
 
 
 def model(events: Iterable[Event], config: JobConfig) -> Iterator[tuple[str, Answer]]:
-{%- if cookiecutter.query == "stateless" %}
+{%- if cookiecutter.query == "windowed-count" %}
+    """The query in plain Python: for each event the filter keeps (the tests evaluate the filter
+    with Spark SQL, apart from the job), in input order, the key and window whose count it
+    changes and the new count. It knows no watermark: late events depend on where the batches
+    begin and end, so the tests' samples keep every event time within `allowed_lateness_seconds`
+    of every other (none is late however the input is cut into batches), and late events have a
+    test of their own (tests/integration/test_late_events.py)."""
+    window_ms = config.window_seconds * 1000
+    counts: Counter[tuple[str, int]] = Counter()
+    for event in events:
+        key = as_key(event[config.key_field])
+        start = window_start(int(event[config.event_time_field]), window_ms)
+        counts[key, start] += 1
+        yield window_key(key, start), {"key": window_key(key, start), "window_start": iso_time(start),
+                                       "window_end": iso_time(start + window_ms), "count": counts[key, start]}
+{%- elif cookiecutter.query == "stateless" %}
     """The query in plain Python: for each event the filter keeps (the tests evaluate the filter
     with Spark SQL, apart from the job), in input order, its key and the record published for it."""
     for event in events:

@@ -76,8 +76,22 @@ def sample_keys(key_type: str, filter_expression: str) -> list[object]:
     return keys + [value for value in dict.fromkeys(literals) if value not in keys]
 
 
+# Where a sample's event times begin (2026-01-01T00:00:00Z, epoch milliseconds).
+EVENT_TIME_BASE_MS = 1_767_225_600_000
+
+
+@dataclass(frozen=True)
+class EventTimes:
+    """A sample's event times: `field` drawn within `span_ms` after EVENT_TIME_BASE_MS. A span below
+    the query's allowed lateness makes no event late, however the input is cut into batches."""
+
+    field: str
+    span_ms: int
+
+
 def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str, keep: Keep,
-                malformed_rate: float = 0.0, keys: Sequence[object] | None = None) -> SampleInput:
+                malformed_rate: float = 0.0, keys: Sequence[object] | None = None,
+                event_times: EventTimes | None = None) -> SampleInput:
     """`count` events of the schema, keys skewed (the first keys are far more frequent), a share
     of malformed records. The kept events are those that `keep` (the job's filter, evaluated apart
     from the job: `spark_filter`) lets through."""
@@ -94,6 +108,8 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
             continue
         event = _other_fields(rng, schema, key_field)
         event[key_field] = rng.choices(keys, weights)[0]
+        if event_times is not None:
+            event[event_times.field] = EVENT_TIME_BASE_MS + rng.randrange(event_times.span_ms + 1)
         event.setdefault("seq", i)  # not in the schema unless a team adds it: the job ignores it
         value = json.dumps(event).encode()
         sample.values.append(value)
@@ -105,17 +121,31 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
     return sample
 
 
-def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str], key_field: str) -> list[Event]:
+def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str], key_field: str,
+                   event_times: EventTimes | None = None) -> list[Event]:
     """An event per key, in order, its other fields as make_events gives them."""
     rng = random.Random(seed)
-    return [{**_other_fields(rng, schema, key_field), key_field: key} for key in keys]
+    events = [{**_other_fields(rng, schema, key_field), key_field: key} for key in keys]
+    if event_times is not None:
+        for event in events:
+            event[event_times.field] = EVENT_TIME_BASE_MS + rng.randrange(event_times.span_ms + 1)
+    return events
 
 
 def configured_sample(config: JobConfig, keep: Keep, count: int, seed: int, malformed_rate: float = 0.0
                       ) -> SampleInput:
     """A sample for the job as configured: its schema, its key field, keys on both sides of its filter."""
     keys = sample_keys(config.schema[config.key_field], config.filter)
-    return make_events(count, seed, config.schema, config.key_field, keep, malformed_rate, keys)
+    return make_events(count, seed, config.schema, config.key_field, keep, malformed_rate, keys, event_times(config))
+
+
+def event_times(config: JobConfig) -> EventTimes | None:
+    """The query's event times, if it has any: within its allowed lateness, so none is late."""
+{%- if cookiecutter.query == "windowed-count" %}
+    return EventTimes(config.event_time_field, max(config.allowed_lateness_seconds * 1000 - 1, 0))
+{%- else %}
+    return None
+{%- endif %}
 
 
 def keep_all(events: list[Event]) -> list[bool]:
