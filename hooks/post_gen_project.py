@@ -19,13 +19,14 @@ OPTIONAL_PATHS = {
 # Query shape -> the paths only the other shapes use (removed when it is chosen); {package}: the package's name.
 QUERY_PATHS = {
     "count-by-key": ("src/{package}/pipeline/projection.py", "src/{package}/pipeline/windowed_counting.py",
-                     "tests/unit/test_windowed_counting.py"),
+                     "tests/unit/test_windowed_counting.py", "tests/integration/test_late_events.py"),
     "windowed-count": ("src/{package}/pipeline/projection.py", "src/{package}/pipeline/counting.py",
                        "src/{package}/pipeline/ttl_counting.py", "tests/unit/test_counting.py",
                        "tests/unit/test_ttl_counting.py"),
     "stateless": ("src/{package}/pipeline/counting.py", "src/{package}/pipeline/ttl_counting.py",
                   "tests/unit/test_counting.py", "tests/unit/test_ttl_counting.py",
-                  "src/{package}/pipeline/windowed_counting.py", "tests/unit/test_windowed_counting.py"),
+                  "src/{package}/pipeline/windowed_counting.py", "tests/unit/test_windowed_counting.py",
+                  "tests/integration/test_late_events.py"),
 }
 ANSWERS_FILE = ".cookiecutter.json"
 

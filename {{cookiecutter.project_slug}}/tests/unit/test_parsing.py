@@ -154,3 +154,26 @@ def test_a_dead_letter_record_is_built_in_the_jvm(spark):
 def test_the_columns_the_parse_adds_are_the_names_a_field_may_not_take(spark):
     records = spark.createDataFrame([], RECORDS_DDL)
     assert parse_records(records, SCHEMA).columns == [*SCHEMA.fields, *PARSE_COLUMNS]
+
+
+TIMED = EventSchema(fields={"color": "string", "at": "int"}, key_field="color", max_record_bytes=65536,
+                    event_time_field="at")
+
+
+@pytest.mark.parametrize("value, reason", [
+    (b'{"color": "red"}', "missing event-time field 'at'"),
+    (b'{"color": "red", "at": null}', "missing event-time field 'at'"),
+    (b'{"color": "red", "at": "noon"}', "field 'at' has JSON type string, expected int"),
+    (b'{"color": "red", "at": -1}', "event-time field 'at' is -1, outside 0 to 253402300799999 (epoch milliseconds)"),
+    (b'{"color": "red", "at": 253402300800000}', "event-time field 'at' is 253402300800000, outside 0 to "
+                                                 "253402300799999 (epoch milliseconds)"),
+    (b'{"color": "red", "at": 1767225600000}', None),
+])
+def test_an_event_time_is_required_and_must_be_a_time_the_windows_hold(spark, value, reason):
+    assert reason_of(spark, value, TIMED) == reason
+
+
+def test_with_an_event_time_every_record_keeps_its_raw_bytes(spark):
+    """A windowed count finds an event late after the shuffle, and makes its dead letter there."""
+    [event] = parse(spark, b'{"color": "red", "at": 5}', schema=TIMED)
+    assert event[REASON] is None and event["raw_value"] == bytearray(b'{"color": "red", "at": 5}')

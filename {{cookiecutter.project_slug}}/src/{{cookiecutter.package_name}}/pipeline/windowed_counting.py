@@ -153,11 +153,17 @@ def late_dead_letters(late: pd.DataFrame, watermark: int, window_ms: int) -> pd.
         values.append(json.dumps({
             "reason": f"late: its window ended at {iso_time(end)}, the watermark was {iso_time(watermark)}",
             "source_topic": topic, "source_partition": int(partition), "source_offset": int(offset),
-            "value_base64": base64.b64encode(raw[:MAX_DEAD_LETTER_VALUE_BYTES]).decode(),
+            "value_base64": mime_base64(raw[:MAX_DEAD_LETTER_VALUE_BYTES]),
             "value_truncated": len(raw) > MAX_DEAD_LETTER_VALUE_BYTES,
         }, separators=(",", ":"), ensure_ascii=False))
     return pd.DataFrame({"kind": KIND_DEAD_LETTER, "key": keys, "window_start": None, "window_end": None,
                          "count": pd.array([None] * len(keys), dtype="Int64"), DEAD_LETTER_VALUE: values})
+
+
+def mime_base64(raw: bytes) -> str:
+    """Base64 as Spark's `base64` writes it: lines of 76 characters, separated by CRLF."""
+    text = base64.b64encode(raw).decode()
+    return "\r\n".join(text[i:i + 76] for i in range(0, len(text), 76))
 
 
 def dead_letter_frames(rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
