@@ -1,6 +1,7 @@
 """The rendered README's "Change the job", done as written on a fresh rendering of each query
-shape: its example's blocks (the schema, the query's Spark side, the model) pasted where it
-says, nothing else edited. The
+shape that has one (the windowed count's README names the code to change, with no example): its
+example's blocks (the schema, the query's Spark side, the model) pasted where it says, nothing
+else edited. The
 project then type-checks, and its unit tests that read the query pass unchanged (the answer's
 aggregates, the query's fingerprint and its refusals, the verdicts, the one-line failures). Its
 integration and crash tests were run on such a rendering by hand; CI's time goes to the default

@@ -246,12 +246,12 @@ def test_the_windowed_count_refuses_a_state_ttl_and_a_bad_window(default_answers
                                         "allowed_lateness_seconds": "-1", "event_time_field": "color"}) == [
         "window_seconds: '0': must be a whole number of seconds above 0, written like 10 or 60",
         "allowed_lateness_seconds: '-1': must be a whole number of seconds, 0 or more, written like 0 or 30",
-        "state_ttl_seconds: '60': must be 0 for the windowed-count query, which drops a window's state once the "
-        "watermark passes it",
+        ("state_ttl_seconds: '60': must be 0 for the windowed-count query, which drops a window's state once "
+         "the watermark passes it"),
         "event_time_field: 'color': must differ from key_field"]
     assert pre_gen.problems(windowed | {"event_time_field": "1st"}) == [
-        "event_time_field: '1st': must be a JSON field name: letters, digits and underscores, not starting with a "
-        "digit"]
+        ("event_time_field: '1st': must be a JSON field name: letters, digits and underscores, not starting "
+         "with a digit")]
 
 
 def test_all_problems_are_reported_at_once(default_answers: dict[str, str]) -> None:

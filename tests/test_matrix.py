@@ -57,10 +57,10 @@ CUSTOM = {
 # The key field is another one again, and the filter the template's default: built from the key field.
 SMOKE = {**{k: v for k, v in CUSTOM.items() if k != "filter_expression"}, "key_field": "user_id",
          "checkpoint_location": "checkpoints"}
-# The other query shape: what it renders differently (pipeline/, the README's description and
-# "Change the job") must pass its unit tests as the count's does.
-STATELESS = {"query": "stateless"}
-EXTRA_CELLS = {"custom-names": CUSTOM, "stateless": STATELESS}
+# The other query shapes: what they render differently (pipeline/, job.toml, config.py, the
+# README's description and "Change the job") must pass their unit tests as the count's does.
+EXTRA_CELLS = {"custom-names": CUSTOM, "stateless": {"query": "stateless"},
+               "windowed-count": {"query": "windowed-count"}}
 UNIT_TEST_CELLS = {
     **{name: CELLS[name] for name in CELLS if "gha_yes-deploy_yes-ckpt_s3" in name},
     **EXTRA_CELLS,

@@ -14,14 +14,23 @@ import pytest
 from conftest import render, rendering_env
 
 MOVED = "tests/chaos"  # from `make test` to the cluster lane
-# The other query shape's proof, last in the cluster lane (its own rendering, the same venv with
-# the rendering's code first on the path): the crash at every point of the commit protocol, the
-# at-least-once counter-proof, the pipeline runs and the chaos quick profile, each judged by the
-# shape's model (record by record) and, the crash tests, by a run without faults.
-STATELESS_TESTS = ("tests/integration/test_pipeline.py",
-                   "tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
-                   "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink",
-                   "tests/chaos")
+CRASH_TESTS = ("tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
+               "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink")
+# The other query shapes' proof, each in a rendering of its own (the same venv, the rendering's code
+# first on the path), after a lane's suite: the crash at every point of the commit protocol and
+# the at-least-once counter-proof, judged by the shape's model (record by record) and by a run
+# without faults, and the chaos quick profile; for the windowed count, its late events too.
+SHAPE_TESTS = {
+    "stateless": (*CRASH_TESTS, "tests/chaos"),
+    "windowed-count": (*CRASH_TESTS, "tests/integration/test_late_events.py", "tests/chaos"),
+}
+
+
+def shape_run(shape: str, tmp_path: Path, venv: Path) -> str:
+    """The shell command that renders nothing (the rendering is made here) and runs the shape's tests."""
+    project = render(tmp_path / shape, query=shape)
+    return (f"cd {shlex.quote(str(project))} && PYTHONPATH={shlex.quote(rendering_env(project)['PYTHONPATH'])} "
+            f"{shlex.quote(str(venv / 'bin' / 'pytest'))} -p no:cacheprovider {shlex.join(SHAPE_TESTS[shape])}")
 
 
 def test_rendered_project_suites_pass(rendered_default: Path, project_python: Path, tmp_path: Path,
@@ -32,16 +41,15 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
     (each ran about 34 and 28 minutes otherwise); every test of both targets runs once. The set-up
     (`make venv`) runs first, once: given the venv the template's tests already filled (VENV=...),
     it is one editable install of this rendering. `make test` streams its output; the cluster
-    lane's log is printed when it ends. The cluster lane then runs the stateless query shape's
-    proof (STATELESS_TESTS) in a rendering of its own."""
+    lane's log is printed when it ends. Each lane then runs one of the other query shapes' proof
+    (SHAPE_TESTS): the windowed count after `make test`, the stateless query after the cluster lane's
+    chaos test."""
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     venv = project_python.parent.parent
     make = ["make", f"VENV={venv}"]
     cluster_log = tmp_path / "test-cluster.log"
-    stateless = render(tmp_path / "stateless", query="stateless")
+    stateless_run, windowed_run = shape_run("stateless", tmp_path, venv), shape_run("windowed-count", tmp_path, venv)
     pytest_bin = shlex.quote(str(venv / "bin" / "pytest"))
-    stateless_run = (f"cd {shlex.quote(str(stateless))} && PYTHONPATH={shlex.quote(rendering_env(stateless)['PYTHONPATH'])} "
-                     f"{pytest_bin} -p no:cacheprovider {shlex.join(STATELESS_TESTS)}")
     with capsys.disabled():  # stream the inner suite's output: CI logs show every test and the broker line
         subprocess.run([*make, "venv"], cwd=rendered_default, env=env, check=True)
         print(f"\n=== rendered project suites: make test and make test-cluster VENV={venv} in {rendered_default}"
@@ -53,17 +61,22 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
                                        stderr=subprocess.STDOUT)
         started = time.monotonic()
         try:
-            suite = subprocess.run([*make, "test"], cwd=rendered_default, check=False,
-                                   env={**env, "PYTEST_ADDOPTS": f"--deselect={MOVED}"})  # not --ignore: testpaths name it
+            make_test = f"PYTEST_ADDOPTS=--deselect={MOVED} {shlex.join([*make, 'test'])}"  # not --ignore: testpaths name it
+            windowed_heading = f"=== the windowed-count shape: {' '.join(SHAPE_TESTS['windowed-count'])}"
+            suite = subprocess.run(
+                ["bash", "-c", (f"{make_test}; suite=$?; echo {shlex.quote(windowed_heading)}; ({windowed_run}); "
+                                "windowed=$?; exit $((suite || windowed))")],
+                cwd=rendered_default, check=False, env=env)
             cluster.wait()
         finally:
             if cluster.poll() is None:
                 cluster.kill()
         print(f"\n=== rendered project cluster lane: make test-cluster, then {MOVED}, then the stateless shape's "
-              f"{' '.join(STATELESS_TESTS)} in {stateless} (ended "
+              f"{' '.join(SHAPE_TESTS['stateless'])} (ended "
               f"{time.monotonic() - started:.0f}s after both began):\n{cluster_log.read_text(errors='replace')}",
               flush=True)
-    lanes = (("make test", suite.returncode), (f"make test-cluster, {MOVED} or the stateless shape's tests",
+    lanes = (("make test or the windowed-count shape's tests", suite.returncode),
+             (f"make test-cluster, {MOVED} or the stateless shape's tests",
                                                 cluster.returncode))
     failed = [name for name, code in lanes if code != 0]
     assert not failed, f"the rendered project's {' and '.join(failed)} failed; the output is above"

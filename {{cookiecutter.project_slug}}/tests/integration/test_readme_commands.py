@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-
 pytestmark = pytest.mark.integration
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -154,3 +154,17 @@ def test_a_contenders_throughput_is_the_median_of_its_backlog_runs_and_lists_eac
     add_backlog_run(first, {**contender_result("eos"), "error": "RuntimeError: backlog timed out"}, 3, 1)
     assert first["error"] == "round 3: RuntimeError: backlog timed out"
     assert len(first["throughput"]["runs"]) == 2  # a failed run adds no figure
+
+
+def test_a_windowed_event_stream_counts_each_event_under_its_window_key():
+    """With an event time, the bench's events carry it (the time they are produced) and its
+    expected counts are per key and window, as the windowed count's output records are keyed."""
+    from {{ cookiecutter.package_name }}_tools.bench.workload import EventStream, EventTime, Keys
+
+    stream = EventStream(Keys.of(8), "color", seed=1, event_time=EventTime("at", 10_000))
+    first = json.loads(stream.encode("red", 1_767_225_605.5))
+    stream.encode("red", 1_767_225_609.9)
+    stream.encode("red", 1_767_225_610.0)
+    assert first["at"] == 1_767_225_605_500
+    assert dict(stream.expected) == {"red@2026-01-01T00:00:00Z": 2, "red@2026-01-01T00:00:10Z": 1}
+    assert EventStream(Keys.of(8), "color", seed=1).output_key("red", 1_767_225_605.5) == "red"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from {{ cookiecutter.package_name }}_tools.differential import difference
+from {{ cookiecutter.package_name }}_tools.differential import batches_with_input, difference
 from {{ cookiecutter.package_name }}_tools.readback import DEAD_LETTER, OUTPUT, Record
 
 
@@ -57,3 +57,11 @@ def test_an_append_output_compares_the_multiset_of_records():
     assert difference(list(reversed(appended)), appended, "append", same_plan=False) is None
     found = difference(appended[:1] + appended[2:], appended, "append", same_plan=False)
     assert found is not None and "0 answers that the reference run does not give, 1 missing" in found
+
+
+def test_batches_without_input_are_left_out_of_the_plan():
+    """A run that had one more batch without input at its end (a trigger's timers) ran the same plan."""
+    ends = {0: {0: 10}, 1: {0: 20}, 2: {0: 20}, 3: {0: 30}}
+    assert batches_with_input(ends) == {0: {0: 10}, 1: {0: 20}, 3: {0: 30}}
+    assert batches_with_input({**ends, 4: {0: 30}, 5: {0: 30}}) == batches_with_input(ends)
+    assert batches_with_input({**ends, 4: {0: 31}}) != batches_with_input(ends)

@@ -9,8 +9,10 @@ holds. With every event produced before either run starts and the same
 for it (`offsets/N`) and plans the next ones as a clean run would, so the two runs' batches
 are the same and their output compares record by record, batch by batch (batch ids, dead letters
 and every intermediate value included). The two checkpoints' offset logs say whether that held
-(`same_plan`). Where it did not (input produced while a run ran), only what does not depend on
-the boundaries is compared, each value without its batch id:
+(`same_plan`, over the batches that read input: a query whose operator has timers, the windowed
+count's, gets a batch at every trigger without input too, which publishes nothing, and how many
+of those a run has depends on its timing). Where it did not (input produced while a run ran),
+only what does not depend on the boundaries is compared, each value without its batch id:
 - an upsert output (query.OUTPUT): the last value per key, and no key twice in one batch;
 - an append output: the multiset of records;
 - dead letters: the set, none twice (a dead letter's key is its source coordinates).
@@ -32,6 +34,17 @@ OutputKind = Literal["upsert", "append"]
 class Comparison:
     same_plan: bool  # both runs ran the same batches (their offset logs agree)
     difference: str | None  # None: the faulted run published what the reference run did
+
+
+def batches_with_input(batch_ends: dict[int, dict[int, int]]) -> dict[int, dict[int, int]]:
+    """A checkpoint's batches ({batch: {partition: end offset}}) without those that read nothing:
+    their ends are the batch before's."""
+    kept, previous = {}, None
+    for batch in sorted(batch_ends):
+        if batch_ends[batch] != previous:
+            kept[batch] = batch_ends[batch]
+        previous = batch_ends[batch]
+    return kept
 
 
 def difference(faulted: list[Record], reference: list[Record], kind: OutputKind, same_plan: bool) -> str | None:

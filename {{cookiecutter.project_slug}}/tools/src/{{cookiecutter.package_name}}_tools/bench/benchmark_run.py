@@ -114,12 +114,12 @@ def run_bench(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(message, flush=True)
 
-    from {{ cookiecutter.package_name }}.pipeline import query
+    from {{ cookiecutter.package_name }}.config import JobConfig
+    from {{ cookiecutter.package_name }}.pipeline.fingerprint import counts_events
 
-    if query.OUTPUT == "append" and (counting := [n for n in names if n in COUNT_ONLY]):
+    if not counts_events(JobConfig()) and (counting := [n for n in names if n in COUNT_ONLY]):
         names = [n for n in names if n not in COUNT_ONLY]  # they would time another query
-        log(f"bench: {', '.join(counting)} count events per key; this job's query publishes a record per event: "
-            "not run")
+        log(f"bench: {', '.join(counting)} count events per key; this job's query computes another answer: not run")
 
     environment: dict[str, Any] = {
         "cpus": os.cpu_count(), "loadavg_before": _loadavg(), "python": platform.python_version(),

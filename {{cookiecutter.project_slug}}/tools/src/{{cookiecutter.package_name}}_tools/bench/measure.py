@@ -34,6 +34,7 @@ from .workload import (
     Keys,
     OutputTail,
     RateProducer,
+    event_time,
     produce_backlog,
     produce_plain,
 )
@@ -109,7 +110,7 @@ class Run:
         self.progress_file = self.workdir / "progress.jsonl"
         self.key_field = JobConfig().key_field
         self.keys = Keys.of(profile.keys)
-        self.stream = EventStream(self.keys, self.key_field, profile.seed)
+        self.stream = EventStream(self.keys, self.key_field, profile.seed, event_time(JobConfig()))
         self.result = contender_result(name)
 
     def command(self) -> list[str]:

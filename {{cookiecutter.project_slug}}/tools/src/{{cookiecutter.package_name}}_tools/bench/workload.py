@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from {{ cookiecutter.package_name }}.config import JobConfig
+
 from ..kafka_io import create_topics, delete_topics, produce
 from ..sample import COLORS
 
@@ -36,12 +38,26 @@ class Keys:
         return "true" if self.excluded is None else f"`{key_field}` != '{self.excluded}'"
 
 
-class EventStream:
-    """Deterministic events; remembers what each counted key got and when it was produced."""
+@dataclass(frozen=True)
+class EventTime:
+    """A windowed count's event time: the field the events carry it in (the time they are
+    produced), and the windows that name an output record's key."""
 
-    def __init__(self, keys: Keys, key_field: str, seed: int) -> None:
+    field: str
+    window_ms: int
+
+    def output_key(self, key: str, produced_at: float) -> str:
+        start = int(produced_at * 1000) // self.window_ms * self.window_ms
+        return f"{key}@{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(start // 1000))}"
+
+
+class EventStream:
+    """Deterministic events; remembers what each counted output key got and when it was produced."""
+
+    def __init__(self, keys: Keys, key_field: str, seed: int, event_time: EventTime | None = None) -> None:
         self.keys = keys
         self.key_field = key_field
+        self.event_time = event_time
         self.rng = random.Random(seed)
         self.seq = 0
         self.expected: dict[str, int] = defaultdict(int)
@@ -53,15 +69,31 @@ class EventStream:
         n = len(self.keys.values)
         return [self.keys.values[(self.seq + i) % n] for i in range(count)]
 
+    def output_key(self, key: str, produced_at: float) -> str:
+        """The key of the output record that counts this event: the key, or the key and its window."""
+        return key if self.event_time is None else self.event_time.output_key(key, produced_at)
+
     def encode(self, key: str, produced_at: float) -> bytes:
         self.seq += 1
         if key != self.keys.excluded:
-            self.expected[key] += 1
-        return json.dumps({self.key_field: key, "seq": self.seq, "ts_ms": round(produced_at * 1000, 3)}).encode()
+            self.expected[self.output_key(key, produced_at)] += 1
+        event: dict[str, object] = {self.key_field: key, "seq": self.seq, "ts_ms": round(produced_at * 1000, 3)}
+        if self.event_time is not None:
+            event[self.event_time.field] = int(produced_at * 1000)
+        return json.dumps(event).encode()
 
     @property
     def expected_total(self) -> int:
         return sum(self.expected.values())
+
+
+def event_time(config: JobConfig) -> EventTime | None:
+    """The configured query's event time, if it has one."""
+{%- if cookiecutter.query == "windowed-count" %}
+    return EventTime(config.event_time_field, config.window_seconds * 1000)
+{%- else %}
+    return None
+{%- endif %}
 
 
 def produce_plain(bootstrap: str, topic: str, partitions: int, stream: EventStream, count: int) -> None:
@@ -139,7 +171,7 @@ class RateProducer(threading.Thread):
                 produce(self.producer, self.topic, self.stream.encode(key, now),
                         partition=self.produced % self.partitions)
                 if key != self.stream.keys.excluded:
-                    self.produced_at[key].append(now)
+                    self.produced_at[self.stream.output_key(key, now)].append(now)
                 self.produced += 1
             self.producer.poll(0)
             self.halt.wait(interval)
