@@ -111,8 +111,8 @@ class WindowedCountProcessor(StatefulProcessor):
         self, key: tuple, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         self._drop_closed_windows(timerValues.getCurrentWatermarkInMs())
-        if self.counts.exists():
-            self._schedule_cleanup(timerValues)
+        if self.counts.exists():  # Spark deletes the expired timer after this call: a new one, later
+            self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + self.window_ms)
         yield from ()
 
     def _drop_closed_windows(self, watermark: int) -> None:
