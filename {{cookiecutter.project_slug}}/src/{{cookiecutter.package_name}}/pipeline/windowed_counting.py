@@ -76,12 +76,17 @@ def window_key(key: str, start_ms: int) -> str:
 
 
 class WindowedCountProcessor(StatefulProcessor):
+    """A key's open windows in one value (their starts and counts: a handful, while the watermark
+    trails by `allowed_lateness_seconds`), read and written once per call. No state is iterated:
+    iterating state or timers inside `handleExpiredTimer` overflowed the stack of Spark 4.2's
+    stream thread (measured with `listTimers`), and one value is one read either way."""
+
     def __init__(self, window_ms: int) -> None:
         self.window_ms = window_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.counts = handle.getMapState("counts", "window_start BIGINT", "count BIGINT")
+        self.windows = handle.getValueState("windows", "starts ARRAY<BIGINT>, counts ARRAY<BIGINT>")
 
     def handleInputRows(
         self, key: tuple, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -91,7 +96,8 @@ class WindowedCountProcessor(StatefulProcessor):
             yield from dead_letter_frames(rows)
             return
         watermark = timerValues.getCurrentWatermarkInMs()
-        self._drop_closed_windows(watermark)
+        stored = self._stored()
+        counts = self._open(stored, watermark)
         frame = pd.concat(list(rows), ignore_index=True)
         starts = frame[EVENT_TIME_MS].astype("int64") // self.window_ms * self.window_ms
         late = starts + self.window_ms <= watermark
@@ -99,32 +105,36 @@ class WindowedCountProcessor(StatefulProcessor):
             yield late_dead_letters(frame[late], watermark, self.window_ms)
         changed = []
         for start, events in sorted(starts[~late].value_counts().items()):
-            stored = self.counts.getValue((int(start),))
-            total = (stored[0] if stored else 0) + int(events)
-            self.counts.updateValue((int(start),), (total,))
-            changed.append((int(start), total))
+            counts[int(start)] = counts.get(int(start), 0) + int(events)
+            changed.append((int(start), counts[int(start)]))
+        self._store(counts)
+        if counts and not stored:  # the key's first open window: a timer drops it once it closes
+            self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + self.window_ms)
         if changed:
-            self._schedule_cleanup(timerValues)
             yield window_counts(group_key, changed, self.window_ms)
 
     def handleExpiredTimer(
         self, key: tuple, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        self._drop_closed_windows(timerValues.getCurrentWatermarkInMs())
-        if self.counts.exists():  # Spark deletes the expired timer after this call: a new one, later
+        counts = self._open(self._stored(), timerValues.getCurrentWatermarkInMs())
+        self._store(counts)
+        if counts:  # Spark deletes the expired timer after this call: the next one, later
             self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + self.window_ms)
         yield from ()
 
-    def _drop_closed_windows(self, watermark: int) -> None:
-        for (start,) in list(self.counts.keys()):
-            if start + self.window_ms <= watermark:
-                self.counts.removeKey((start,))
+    def _stored(self) -> dict[int, int]:
+        value = self.windows.get() if self.windows.exists() else None
+        return {} if value is None else {int(start): int(count) for start, count in zip(*value, strict=True)}
 
-    def _schedule_cleanup(self, timerValues: TimerValues) -> None:
-        """One timer per key with open windows, a window's length ahead: a key that gets no more
-        events still has its closed windows dropped."""
-        if not any(True for _ in self.handle.listTimers()):
-            self.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + self.window_ms)
+    def _open(self, counts: dict[int, int], watermark: int) -> dict[int, int]:
+        """The windows the watermark has not passed."""
+        return {start: count for start, count in counts.items() if start + self.window_ms > watermark}
+
+    def _store(self, counts: dict[int, int]) -> None:
+        if counts:
+            self.windows.update((sorted(counts), [counts[start] for start in sorted(counts)]))
+        elif self.windows.exists():
+            self.windows.clear()
 
     def close(self) -> None:
         pass
