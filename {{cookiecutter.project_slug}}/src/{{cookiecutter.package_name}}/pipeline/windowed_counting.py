@@ -22,6 +22,7 @@ import base64
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -42,6 +43,7 @@ EVENT_TIME = "event_time"  # the same as a timestamp: what the watermark is comp
 _SOURCE_COLUMNS = ["topic", "partition", "offset", "raw_value"]
 CHANGES_SCHEMA = "kind STRING, key STRING, window_start STRING, window_end STRING, count BIGINT, " \
                  "dead_letter_value STRING"
+T = TypeVar("T", int, "pd.Series[int]")
 _OUTPUT_COLUMNS = ["kind", "key", "window_start", "window_end", "count", DEAD_LETTER_VALUE]
 
 
@@ -61,7 +63,8 @@ def windowed_changes(events: DataFrame, key_field: str, event_time_field: str, w
     return Changes(frame, "append", dead_letters_inline=True)
 
 
-def window_start(event_time_ms: int, window_ms: int) -> int:
+def window_start(event_time_ms: T, window_ms: int) -> T:
+    """The start of the window an event time falls in (a number, or a pandas Series of them)."""
     return event_time_ms // window_ms * window_ms
 
 
@@ -99,7 +102,7 @@ class WindowedCountProcessor(StatefulProcessor):
         stored = self._stored()
         counts = self._open(stored, watermark)
         frame = pd.concat(list(rows), ignore_index=True)
-        starts = frame[EVENT_TIME_MS].astype("int64") // self.window_ms * self.window_ms
+        starts = window_start(frame[EVENT_TIME_MS].astype("int64"), self.window_ms)
         late = starts + self.window_ms <= watermark
         if late.any():
             yield late_dead_letters(frame[late], watermark, self.window_ms)

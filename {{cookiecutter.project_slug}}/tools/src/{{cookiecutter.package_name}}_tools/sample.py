@@ -88,6 +88,9 @@ class EventTimes:
     field: str
     span_ms: int
 
+    def draw(self, rng: random.Random) -> int:
+        return EVENT_TIME_BASE_MS + rng.randrange(self.span_ms + 1)
+
 
 def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str, keep: Keep,
                 malformed_rate: float = 0.0, keys: Sequence[object] | None = None,
@@ -109,7 +112,7 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
         event = _other_fields(rng, schema, key_field)
         event[key_field] = rng.choices(keys, weights)[0]
         if event_times is not None:
-            event[event_times.field] = EVENT_TIME_BASE_MS + rng.randrange(event_times.span_ms + 1)
+            event[event_times.field] = event_times.draw(rng)
         event.setdefault("seq", i)  # not in the schema unless a team adds it: the job ignores it
         value = json.dumps(event).encode()
         sample.values.append(value)
@@ -128,7 +131,7 @@ def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str],
     events = [{**_other_fields(rng, schema, key_field), key_field: key} for key in keys]
     if event_times is not None:
         for event in events:
-            event[event_times.field] = EVENT_TIME_BASE_MS + rng.randrange(event_times.span_ms + 1)
+            event[event_times.field] = event_times.draw(rng)
     return events
 
 
