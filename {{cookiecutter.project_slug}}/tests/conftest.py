@@ -25,6 +25,11 @@ from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce, serving
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--chaos-profile", default="quick", choices=("quick", "smoke"),
+                     help="the chaos profile tests/chaos runs: quick (every fault point) or smoke (three)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Every driver JVM that spark-submit starts for the tests (the jobs, the tools' commands,
     the unit tests' session) reads SPARK_SUBMIT_OPTS."""
