@@ -15,6 +15,18 @@ from conftest import render, rendering_env
 
 # From `make test` to the cluster lane, so that the lanes end about together.
 MOVED = ("tests/chaos",)
+# Left out of CI for its time, each proved by other tests that run: the crash with the checkpoint on
+# S3 under local Spark (the cluster suite crashes the job at every point with its checkpoint on S3,
+# and kills the S3 server while it writes), and the cluster's chaos smoke run (the cluster suite's
+# crash test fires every point, and a worker and the S3 server are killed in tests of their own;
+# tests/chaos runs the chaos runner on three brokers).
+LEFT_OUT = {"test": ("tests/integration/test_s3_checkpoint.py::test_a_checkpoint_on_s3_holds_exactly_once_through_a_crash",),
+            "test-cluster": ("tests/cluster/test_cluster.py::test_the_chaos_smoke_profile_on_the_cluster",)}
+
+
+def deselecting(*tests: str) -> str:
+    """PYTEST_ADDOPTS=... for a make target, leaving `tests` out (not --ignore: testpaths name them)."""
+    return "PYTEST_ADDOPTS=" + shlex.quote(" ".join(f"--deselect={test}" for test in tests))
 CRASH_TESTS = ("tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
                "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink")
 # The other query shapes' proof, each in a rendering of its own (the same venv, the rendering's code
@@ -42,7 +54,7 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
     """`make test` and `make test-cluster`, side by side: each suite waits on Kafka, Spark and its
     processes for a good share of its time, which the other one uses. Tests of `make test` named
     in MOVED run in the cluster lane, after `make test-cluster`, in one session, so that the two
-    lanes end together; every test of both targets runs once. The set-up (`make venv`) runs
+    lanes end together; every test of both targets runs once, but those LEFT_OUT. The set-up (`make venv`) runs
     first, once: given the venv the template's tests already filled (VENV=...), it is one editable
     install of this rendering. `make test` streams its output; the cluster lane's log is printed
     when it ends. Each lane then runs one of the other query shapes' proof (SHAPE_TESTS): the
@@ -60,7 +72,8 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
         print(f"\n=== rendered project suites: make test and make test-cluster VENV={venv} in {rendered_default}"
               f" (the cluster lane's log: {cluster_log}, printed when it ends)", flush=True)
         windowed_heading = f"=== the windowed-count shape: {' '.join(SHAPE_TESTS['windowed-count'])}"
-        lane = (f"{shlex.join([*make, 'test-cluster'])}; cluster=$?; {pytest_bin} {moved}; moved=$?; "
+        lane = (f"{deselecting(*LEFT_OUT['test-cluster'])} {shlex.join([*make, 'test-cluster'])}; cluster=$?; "
+                f"{pytest_bin} {moved}; moved=$?; "
                 f"echo {shlex.quote(windowed_heading)}; ({windowed_run}); windowed=$?; "
                 "exit $((cluster || moved || windowed))")
         with open(cluster_log, "w") as log:
@@ -68,8 +81,7 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
                                        stderr=subprocess.STDOUT)
         started = time.monotonic()
         try:
-            deselected = " ".join(f"--deselect={path}" for path in MOVED)  # not --ignore: testpaths name them
-            make_test = f"PYTEST_ADDOPTS={shlex.quote(deselected)} {shlex.join([*make, 'test'])}"
+            make_test = f"{deselecting(*MOVED, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}"
             stateless_heading = f"=== the stateless shape: {' '.join(SHAPE_TESTS['stateless'])}"
             suite = subprocess.run(
                 ["bash", "-c", (f"{make_test}; suite=$?; echo {shlex.quote(stateless_heading)}; ({stateless_run}); "
