@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.supervision.runner import GaveUp, RestartStrategy
+from {{ cookiecutter.package_name }} import failures
+from {{ cookiecutter.package_name }}.supervision.runner import GaveUp, RestartStrategy, query_failure_ending
 
 
 def strategy(kind: str, attempts: int = 2) -> RestartStrategy:
@@ -44,3 +45,16 @@ def test_a_healthy_period_resets_the_budget(kind):
     restarts.next_delay(21)
     with pytest.raises(GaveUp):
         restarts.next_delay(22)
+
+
+def test_a_failure_met_while_the_checkpoints_store_is_down_goes_to_the_restart_strategy():
+    """The batch failed because the checkpoint's store does not answer; the check for a newer
+    driver then cannot read the heartbeat either. The restart strategy decides, no traceback
+    ends the job (the cluster's chaos run met it: the S3 server killed during a batch)."""
+    def unreachable() -> str | None:
+        raise OSError("When getting information for key 'driver-heartbeat.json': Could not connect to server")
+
+    retried = failures.verdict(RuntimeError("the sink log's write failed"))
+    assert retried.outcome is failures.Outcome.RETRY
+    assert query_failure_ending(retried, unreachable) is None
+    assert isinstance(query_failure_ending(retried, lambda: "a newer driver runs"), failures.Fenced)

@@ -207,7 +207,15 @@ def query_failure_ending(judged: failures.Verdict,
         return Halted(f"stopping: {judged.line}")
     if judged.outcome is Outcome.STOPPING:
         return None
-    if (newer := newer_driver()) is not None:  # a zombie: its restart would fence the newer driver
+    try:
+        newer = newer_driver()
+    except OSError as error:
+        # The checkpoint's store does not answer, most likely what failed the batch too: the restart
+        # strategy goes on. A newer driver, if there is one, is fenced by its transactional ids or
+        # found by the heartbeat once the store answers; exactly-once holds either way.
+        log.warning("could not read the heartbeat after the failure (%s); the restart strategy decides", error)
+        return None
+    if newer is not None:  # a zombie: its restart would fence the newer driver
         return Fenced(f"stopping: {newer}; the batch failed with {judged.line}")
     return None
 
