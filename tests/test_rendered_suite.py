@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import render, rendering_env
 
-# From `make test` to the cluster lane, so that the lanes end about together.
-MOVED = ("tests/chaos",)
+# From `make test` to the cluster lane, so that the lanes end about together (in the CI log of
+# aa61ee9, `make test` and the stateless shape's tests took 67 minutes, the cluster lane 71 with the
+# 19 of the test LEFT_OUT since).
+MOVED = ("tests/chaos", "tests/integration/test_zombie_driver.py", "tests/integration/test_broker_outage.py")
 # Left out of CI for its time, each proved by other tests that run: the crash with the checkpoint on
 # S3 under local Spark (the cluster suite crashes the job at every point with its checkpoint on S3,
 # and kills the S3 server while it writes), and the cluster's chaos smoke run (the cluster suite's
