@@ -25,10 +25,6 @@ MOVED = ("tests/chaos", "tests/integration/test_zombie_driver.py", "tests/integr
 LEFT_OUT = {"test": ("tests/integration/test_s3_checkpoint.py::test_a_checkpoint_on_s3_holds_exactly_once_through_a_crash",),
             "test-cluster": ("tests/cluster/test_cluster.py::test_the_chaos_smoke_profile_on_the_cluster",)}
 
-
-def deselecting(*tests: str) -> str:
-    """PYTEST_ADDOPTS=... for a make target, leaving `tests` out (not --ignore: testpaths name them)."""
-    return "PYTEST_ADDOPTS=" + shlex.quote(" ".join(f"--deselect={test}" for test in tests))
 CRASH_TESTS = ("tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
                "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink")
 # The other query shapes' proof, each in a rendering of its own (the same venv, the rendering's code
@@ -42,6 +38,11 @@ SHAPE_TESTS = {
     "stateless": (*CRASH_TESTS, *CHAOS),
     "windowed-count": (*CRASH_TESTS, "tests/integration/test_late_events.py", *CHAOS),
 }
+
+
+def deselecting(*tests: str) -> str:
+    """PYTEST_ADDOPTS=... for a make target, leaving `tests` out (not --ignore: testpaths name them)."""
+    return "PYTEST_ADDOPTS=" + shlex.quote(" ".join(f"--deselect={test}" for test in tests))
 
 
 def shape_run(shape: str, tmp_path: Path, venv: Path) -> str:
