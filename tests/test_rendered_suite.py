@@ -57,9 +57,9 @@ def test_rendered_project_suites_pass(rendered_default: Path, project_python: Pa
     """`make test` and `make test-cluster`, side by side: each suite waits on Kafka, Spark and its
     processes for a good share of its time, which the other one uses. Tests of `make test` named
     in MOVED run in the cluster lane, after `make test-cluster`, in one session, so that the two
-    lanes end together; every test of both targets runs once, but those LEFT_OUT. The set-up (`make venv`) runs
-    first, once: given the venv the template's tests already filled (VENV=...), it is one editable
-    install of this rendering. `make test` streams its output; the cluster lane's log is printed
+    lanes end together; every test of both targets runs once, but those LEFT_OUT. The set-up
+    (`make venv`) runs first, once: given the venv the template's tests already filled
+    (VENV=...), it is one editable install of this rendering. `make test` streams its output; the cluster lane's log is printed
     when it ends. Each lane then runs one of the other query shapes' proof (SHAPE_TESTS): the
     stateless query after `make test`, the windowed count (the longer one) after the cluster lane's
     moved tests."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.spark.session import spark_session
+from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local import (
     KafkaHandle,
@@ -26,8 +27,8 @@ from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announ
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--chaos-profile", default="quick", choices=("quick", "smoke"),
-                     help="the chaos profile tests/chaos runs: quick (every fault point) or smoke (three)")
+    parser.addoption("--chaos-profile", default="quick", choices=sorted(PROFILES),
+                     help="the chaos profile tests/chaos runs (the chaos command's --profile)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
