@@ -48,7 +48,8 @@ def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_sl
 
 
 def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
-    """Spark's Kafka source: offsets in the checkpoint's offset log, only committed records."""
+    """Spark's Kafka source: offsets in the checkpoint's offset log, only committed records; their
+    headers where the query keeps them (query.KEEPS_HEADERS)."""
     return (
         spark.readStream.format("kafka")
         .options(**java_client_options(config.kafka))
@@ -59,6 +60,7 @@ def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
+        .option("includeHeaders", str(query.KEEPS_HEADERS).lower())
         .load()
     )
 

@@ -1,5 +1,6 @@
-"""The job on a real broker: exact counts, dead letters, resuming from the checkpoint,
-the restart strategy, and configuration errors that name their option."""
+"""The job on a real broker: exact counts, dead letters, the input's headers where the query keeps
+them, resuming from the checkpoint, the restart strategy, and configuration errors that name their
+option."""
 
 from __future__ import annotations
 
@@ -7,16 +8,18 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
 from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.pipeline.query import as_key
 from {{ cookiecutter.package_name }}.savepoints import pinned_query
-from {{ cookiecutter.package_name }}_tools.readback import Published
+from {{ cookiecutter.package_name }}_tools.readback import DEAD_LETTER, OUTPUT, Published
+from {{ cookiecutter.package_name }}_tools.sample import SampleInput, sample_headers
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
-from harness import CONFIG, assert_stops_in_one_line, expectation, produce_sample, refused_for_another_answer
+from harness import CONFIG, assert_stops_in_one_line, expectation, model, produce_sample, refused_for_another_answer
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +46,7 @@ def run_and_check_exact(job, sample, **options: str) -> Published:
 def test_counts_over_several_partitions_are_exact(job):
     sample = produce_sample(job, count=4000, seed=11, partitions=4)
     published = run_and_check_exact(job, sample, max_offsets_per_trigger="1500")  # at least three batches
+    check_headers(job, sample, partitions=4)
     produced_keys = {as_key(json.loads(v)[CONFIG.key_field]) for v in sample.values if v not in sample.malformed_values}
     filtered_out = produced_keys - expectation(sample)[0].keys()
     assert not filtered_out & set(published.answers), f"the filter {CONFIG.filter!r} let keys through"
@@ -64,6 +68,36 @@ def test_counts_over_several_partitions_are_exact(job):
     report = json.loads(health.stdout)
     assert health.returncode == 0 and report["healthy"], health.stdout + health.stderr
     assert report["last_committed_batch"] >= max(batches) and report["lag_total"] == 0
+
+
+def check_headers(job, sample: SampleInput, partitions: int) -> None:
+    """Where the query keeps its input's headers (query.KEEPS_HEADERS), every output record carries
+    those of the event it came from (the model's record for that event) and every dead letter those
+    of its malformed record, in order, before the sink's batch_id; elsewhere no record carries any
+    header but the sink's. The sample's headers are sample_headers(position), some records without."""
+    records = job.read_run()
+    if not query.KEEPS_HEADERS:
+        carrying = [record for record in records if record.headers]
+        assert not carrying, f"{len(carrying)} records carry headers besides the batch id, e.g. {carrying[0]}"
+        return
+    wanted: Counter[tuple[str, str, tuple]] = Counter()
+    for position, value in enumerate(sample.values):
+        headers = tuple(sample_headers(position) or ())
+        if value in sample.counted_values:
+            ((key, answer),) = model([json.loads(value)])
+            wanted[(OUTPUT, f"{key} {json.dumps(answer, sort_keys=True)}", headers)] += 1
+        elif value in sample.malformed_values:
+            wanted[(DEAD_LETTER, f"{position % partitions}@{position // partitions}", headers)] += 1
+    found: Counter[tuple[str, str, tuple]] = Counter()
+    for record in records:
+        value = json.loads(record.value)
+        value.pop("batch_id")
+        what = (f"{record.key.decode()} {json.dumps(value, sort_keys=True)}" if record.role == OUTPUT
+                else f"{value['source_partition']}@{value['source_offset']}")
+        found[(record.role, what, record.headers)] += 1
+    assert any(headers for _role, _what, headers in wanted), "the sample has no headers to keep"
+    assert found == wanted, (f"records without their input's headers: {sorted((found - wanted).elements())[:3]}; "
+                             f"expected: {sorted((wanted - found).elements())[:3]}")
 
 
 def test_a_state_ttl_counts_through_the_python_operator(job):

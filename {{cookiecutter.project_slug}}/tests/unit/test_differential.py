@@ -3,6 +3,7 @@ calls equal and what it catches, with the same batches and with other batch boun
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from {{ cookiecutter.package_name }}_tools.differential import batches_with_input, difference
@@ -57,6 +58,15 @@ def test_an_append_output_compares_the_multiset_of_records():
     assert difference(list(reversed(appended)), appended, "append", same_plan=False) is None
     found = difference(appended[:1] + appended[2:], appended, "append", same_plan=False)
     assert found is not None and "0 answers that the reference run does not give, 1 missing" in found
+
+
+def test_a_record_whose_headers_differ_is_caught_with_either_plan():
+    """A query that keeps its input's headers: a re-run that lost or changed them is a difference."""
+    kept = dataclasses.replace(answer(0, "red", 1), headers=(("trace", b"1"), ("empty", None)))
+    for lost in (dataclasses.replace(kept, headers=()), dataclasses.replace(kept, headers=(("trace", b"2"),))):
+        for same_plan in (True, False):
+            assert difference([lost], [kept], "append", same_plan) is not None
+    assert difference([kept], [kept], "append", same_plan=False) is None
 
 
 def test_batches_without_input_are_left_out_of_the_plan():

@@ -132,6 +132,27 @@ def test_a_records_commit_shard_and_the_shards_digest_depend_on_the_records_only
     assert digest(table) == digest(table.take(list(range(table.num_rows))[::-1])) != digest(table.slice(1))
 
 
+def test_records_with_headers_keep_them_in_the_shards_digest_and_before_the_batch_id(spark):
+    """A query that keeps its input's headers (query.KEEPS_HEADERS): a record's headers are part of
+    its digest (a re-run that lost them is told apart) and reach the producer in order, before the
+    sink's batch id; a record without any takes the batch id alone."""
+    from {{ cookiecutter.package_name }}.sink.batch_records import HEADERS, InlineRecords, record_headers
+    from {{ cookiecutter.package_name }}.sink.kafka_sink import for_commit
+
+    schema = "topic STRING, key BINARY, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+    kept = [("out", b"a", b"{}", [("trace", b"1"), ("trace", None)]), ("out", b"b", b"{}", None)]
+    lost = [(*record[:3], None) for record in kept]
+    records = [InlineRecords.of(for_commit(spark.createDataFrame(rows, schema), 1).toArrow(), 1)
+               for rows in (kept, lost)]
+    assert records[0].digests != records[1].digests
+    assert records[0].parts[0].column_names == ["topic", "key", "value", HEADERS]
+    batch_id = [("batch_id", b"7")]
+    chunk = next(records[0].chunks(0))
+    by_key = dict(zip(chunk.column("key").to_pylist(), record_headers(chunk, batch_id) or [], strict=True))
+    assert by_key == {b"a": [("trace", b"1"), ("trace", None), *batch_id], b"b": batch_id}
+    assert record_headers(next(records[1].chunks(0)), batch_id) is None  # no record has any: no conversion
+
+
 def test_the_executors_figures_of_a_batch_are_the_drivers_and_partition_s_holds_shard_s(spark):
     """Spark tasks publish a batch with the figures the executors computed (distributed_records),
     which must equal those the driver computes from the same records (InlineRecords), digests

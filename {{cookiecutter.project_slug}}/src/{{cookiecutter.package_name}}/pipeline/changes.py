@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
+from .parsing import HEADERS
 
 KIND_ANSWER = "answer"
 KIND_DEAD_LETTER = "dead_letter"
@@ -21,9 +22,10 @@ DEAD_LETTER_GROUP = "dead_letter_group"
 GROUPING = [GROUP_KEY, DEAD_LETTER_GROUP]
 # Per record: the key of a good event, or a dead letter's group, Kafka key and value; the others null.
 INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_GROUP, DEAD_LETTER_KEY, DEAD_LETTER_VALUE]
-# Per change: kind, key, the answer's columns (query.answer's names), dead_letter_value. A
-# key's answer fills the answer's columns, a dead letter its value.
-CHANGE_COLUMNS = ("kind", "key", DEAD_LETTER_VALUE)
+# Per change: kind, key, the answer's columns (query.answer's names), dead_letter_value, and the
+# input record's headers where the query keeps them (parsing.HEADERS). A key's answer fills the
+# answer's columns, a dead letter its value.
+CHANGE_COLUMNS = ("kind", "key", DEAD_LETTER_VALUE, HEADERS)
 # The TTL operator's changes: its answer is the count.
 CHANGES_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
 

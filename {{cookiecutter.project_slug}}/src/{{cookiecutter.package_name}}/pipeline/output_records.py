@@ -17,11 +17,13 @@ from pyspark.sql import functions as F
 
 from .changes import KIND_ANSWER, KIND_DEAD_LETTERS_IN_PARTITION, answer_names
 from .dead_letters import DEAD_LETTER_VALUE
+from .parsing import HEADERS
 
 
 def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> DataFrame:
     """Changes (changes.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value a
-    JSON object without the batch id; a reference has a null topic and value."""
+    JSON object without the batch id; a reference has a null topic and value. Changes with the
+    input's headers keep them, as Spark's Kafka sink names them (`headers`)."""
     is_answer = F.col("kind") == KIND_ANSWER
     is_reference = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION
     answer_value = F.to_json(F.struct(F.col("key"), *answer_names(changes.columns)))
@@ -29,6 +31,7 @@ def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> Dat
         F.when(is_answer, F.lit(output_topic)).when(~is_reference, F.lit(dead_letter_topic)).alias("topic"),
         F.col("key").cast("binary").alias("key"),
         F.when(is_answer, answer_value).otherwise(F.col(DEAD_LETTER_VALUE)).cast("binary").alias("value"),
+        *([HEADERS] if HEADERS in changes.columns else []),
     )
 
 
@@ -37,4 +40,5 @@ def for_batch(records: DataFrame, batch_id: int) -> DataFrame:
     null value). A row without a key (the TTL operator's dead-letter group) is dropped."""
     closing = f',"batch_id":{int(batch_id)}}}'.encode().hex()
     return records.where("key IS NOT NULL").selectExpr(
-        "topic", "key", f"concat(substring(value, 1, length(value) - 1), X'{closing}') AS value")
+        "topic", "key", f"concat(substring(value, 1, length(value) - 1), X'{closing}') AS value",
+        *([HEADERS] if HEADERS in records.columns else []))

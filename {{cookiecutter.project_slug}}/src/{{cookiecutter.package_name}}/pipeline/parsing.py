@@ -19,6 +19,9 @@ IS_EVENT = "is_event"
 # The column that carries a dead letter's reason; null for an event.
 REASON = "dead_letter_reason"
 SOURCE_COLUMNS = ("topic", "partition", "offset")
+# A record's Kafka headers (Spark's Kafka source column, `array<struct<key STRING, value BINARY>>`,
+# null for none), where the job reads them (query.KEEPS_HEADERS).
+HEADERS = "headers"
 
 SPARK_TYPES = {"string": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
 # JSON whitespace (RFC 8259), allowed around the document.
@@ -66,8 +69,9 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
     the driver time on each one."""
     document = "_document"
     field_columns = {name: f"_field_{i}" for i, name in enumerate(schema.fields)}
+    headers = [HEADERS] if HEADERS in records.columns else []  # kept as they are (query.KEEPS_HEADERS)
     parsed = records.select(
-        "value", "topic", "partition", "offset",
+        "value", "topic", "partition", "offset", *headers,
         F.when(F.col("value").isNotNull(), F.try_parse_json(F.col("value").cast("string"))).alias(document),
     )
     with_fields = parsed.select(
@@ -86,6 +90,7 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
         # The raw bytes only for dead letters; with an event time, for every record: an event
         # found late after the shuffle becomes a dead letter there (windowed_counting.py).
         (F.col("value") if schema.event_time_field else F.when(~event, F.col("value"))).alias("raw_value"),
+        *headers,
     )
 
 

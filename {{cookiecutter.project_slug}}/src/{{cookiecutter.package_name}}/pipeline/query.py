@@ -1,18 +1,18 @@
 """The job's query, the one module a team edits to change what the job computes: from parsed
 events (parsing.py, fields as `[schema]` in job.toml declares them) to what the sink publishes.
 {%- if cookiecutter.query == "windowed-count" %}
-Filter, then a count per key and event-time window. Five things here describe it, and change
+Filter, then a count per key and event-time window. Six things here describe it, and change
 together:
 - `keep_matching`: the filter (the `filter` option);
 - `changes`: the windows and what is counted in them (windowed_counting.py: tumbling windows of
   `window_seconds` on `event_time_field`, late events to the dead-letter topic);
 {%- elif cookiecutter.query == "stateless" %}
-Filter, then one output record per kept event. Five things here describe it, and change together:
+Filter, then one output record per kept event. Six things here describe it, and change together:
 - `keep_matching`: the filter (the `filter` option);
 - `project`: an output record's fields, as Spark columns over a kept event (the default: every
   field of `[schema]`); the sink, the runner and the tests do not change with it;
 {%- else %}
-Filter, then an answer per key. Five things here describe it, and change together:
+Filter, then an answer per key. Six things here describe it, and change together:
 - `keep_matching`: the filter (the `filter` option);
 - `answer`: what the job publishes for a key, as Spark aggregate functions over its kept events
   (the default: how many there were); the sink, the runner and the tests do not change with it;
@@ -22,6 +22,8 @@ Filter, then an answer per key. Five things here describe it, and change togethe
   answer; or "append", every record an answer of its own;
 - `KEEPS_STATE`: whether a batch's answers depend on the batches before it (Spark's state). A
   checkpoint of a query with state pins what the query computes (fingerprint.py);
+- `KEEPS_HEADERS`: whether output records carry the headers of the input record each came
+  from (Spark's Kafka source reads headers only then); the sink adds its `batch_id` header last;
 - `model`: the same query in plain Python, one event at a time, which the tests hold the job's
   output to, batch by batch (tools' verify.py), and which tells a checkpoint's query from another
   (fingerprint.py).
@@ -59,6 +61,7 @@ from .windowed_counting import iso_time, window_key, window_start, windowed_chan
 OutputKind = Literal["upsert", "append"]
 OUTPUT: OutputKind = "upsert"
 KEEPS_STATE = True
+KEEPS_HEADERS = False  # an answer per key has no one input record
 
 
 def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
@@ -81,6 +84,7 @@ from .unpushed_filter import where_in_place
 OutputKind = Literal["upsert", "append"]
 OUTPUT: OutputKind = "append"
 KEEPS_STATE = False
+KEEPS_HEADERS = True  # each output record is one input record's
 
 
 def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
@@ -108,6 +112,7 @@ from .unpushed_filter import where_in_place
 OutputKind = Literal["upsert", "append"]
 OUTPUT: OutputKind = "upsert"
 KEEPS_STATE = True
+KEEPS_HEADERS = False  # an answer per key has no one input record
 
 
 def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:

@@ -11,6 +11,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, Message
 
 from ..kafka.client import librdkafka_config
+from .batch_records import record_headers
 from .settings import PARTITIONER, Headers, SinkSettings
 
 # A task's function for mapInArrow: its records in, its references out.
@@ -31,7 +32,8 @@ def produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
 
 def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch],
                 headers: Headers, references: list[bytes] | None = None) -> int:
-    """Produce every record with a topic, with `headers`; the others' keys go to `references`."""
+    """Produce every record with a topic, with its own headers (batch_records.HEADERS) and
+    `headers`; the others' keys go to `references`."""
     from confluent_kafka import Producer
 
     producer = Producer(librdkafka_config(bootstrap_servers, client, {
@@ -45,7 +47,9 @@ def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iter
 
     rows = 0
     for batch in batches:
-        for topic, key, value in zip(*(batch.column(c).to_pylist() for c in ("topic", "key", "value")), strict=True):
+        own = record_headers(batch, headers) or [headers] * batch.num_rows
+        columns = (batch.column(c).to_pylist() for c in ("topic", "key", "value"))
+        for topic, key, value, record_header in zip(*columns, own, strict=True):
             if topic is None:
                 if references is not None:
                     references.append(key)
@@ -53,7 +57,7 @@ def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iter
             rows += 1
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery)
+                    producer.produce(topic, value=value, key=key, headers=record_header, on_delivery=on_delivery)
                     break
                 except BufferError:
                     producer.poll(0.05)

@@ -21,8 +21,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .settings import Headers
+
 # The records' schema: what the sink is given and produces as it is.
 RECORDS_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
+# Where the query keeps its input's headers (query.KEEPS_HEADERS), each record's own, as Spark's
+# Kafka sink names them: a list of (key, value) structs, null for none. The sink adds `batch_id` last.
+HEADERS = "headers"
 # With several commit shards, each record's shard (kafka_sink.for_commit); without, shard 0.
 SHARD = "commit_shard"
 # Each record's 64-bit hash over topic, key and value, computed by the executors (kafka_sink.with_digest).
@@ -114,10 +119,22 @@ def digest(records: pa.Table | pa.RecordBatch) -> int:
         hashes = records.column(DIGEST).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
         return int(hashes.sum(dtype=np.uint64))  # wraps modulo 2**64
     total = 0
-    for topic, key, value in zip(*(records.column(name).to_pylist() for name in RECORDS_SCHEMA.names), strict=True):
-        record = b"\0".join((str(topic).encode(), key or b"", value or b""))
+    columns = [records.column(name).to_pylist() for name in RECORDS_SCHEMA.names]
+    own = records.column(HEADERS).to_pylist() if HEADERS in records.column_names else [None] * records.num_rows
+    for topic, key, value, headers in zip(*columns, own, strict=True):
+        record = b"\0".join((str(topic).encode(), key or b"", value or b"", repr(headers or []).encode()))
         total += int.from_bytes(hashlib.blake2b(record, digest_size=8).digest(), "little")
     return total & _MASK
+
+
+def record_headers(chunk: pa.RecordBatch, sink_headers: Headers) -> list[Headers] | None:
+    """Each record's headers as the producer takes them: its own (HEADERS), then the sink's
+    (`sink_headers`, the batch id). None where no record of the chunk has headers of its own: each
+    then takes `sink_headers` as they are, and the chunk costs no conversion."""
+    if HEADERS not in chunk.column_names or chunk.column(HEADERS).null_count == chunk.num_rows:
+        return None
+    return [[(header["key"], header["value"]) for header in own] + sink_headers if own else sink_headers
+            for own in chunk.column(HEADERS).to_pylist()]
 
 
 def combine(*digests: int) -> int:
@@ -126,7 +143,8 @@ def combine(*digests: int) -> int:
 
 
 def _as_records(table: pa.Table) -> pa.Table:
-    return table.select(RECORDS_SCHEMA.names).cast(RECORDS_SCHEMA)
+    records = table.select(RECORDS_SCHEMA.names).cast(RECORDS_SCHEMA)
+    return records.append_column(HEADERS, table.column(HEADERS)) if HEADERS in table.column_names else records
 
 
 def result_too_large(error: BaseException) -> bool:

@@ -1,5 +1,6 @@
 """The Kafka sink, called by Spark once per micro-batch (`foreachBatch`) with the batch's
-records (`topic STRING, key BINARY, value BINARY`); `delivery.guarantee` chooses the protocol.
+records (`topic STRING, key BINARY, value BINARY`, and `headers` where the query keeps its input's:
+batch_records.HEADERS); `delivery.guarantee` chooses the protocol.
 
 - exactly-once: phase 1 is the batch's one execution. Then phase 2 publishes the records in one
   Kafka transaction per commit shard (coordinator.py), from one of two places:
@@ -44,7 +45,7 @@ from ..failures import JobFailure, Outcome
 from ..storage.checkpoint import SourceOffsets
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
-from .batch_records import DIGEST, SHARD, CombinedRecords, InlineRecords, result_too_large
+from .batch_records import DIGEST, HEADERS, SHARD, CombinedRecords, InlineRecords, result_too_large
 from .coordinator import Published, commit_batch
 from .distributed_records import DistributedRecords, distribute
 from .producers import ProducerPool
@@ -244,6 +245,7 @@ def for_commit(records: DataFrame, shards: int) -> DataFrame:
     """Each record's hash (its part of the shard's digest, which a re-run is compared by) and its
     commit shard from its topic and key, so that a re-run of the batch puts every record in the
     shard it had (a shard whose marker has the batch publishes nothing again)."""
-    records = records.withColumn(DIGEST, F.xxhash64("topic", "key", "value"))
+    hashed = ["topic", "key", "value", *([HEADERS] if HEADERS in records.columns else [])]
+    records = records.withColumn(DIGEST, F.xxhash64(*hashed))
     shard = F.lit(0) if shards == 1 else F.pmod(F.xxhash64("topic", "key"), F.lit(shards))
     return records.withColumn(SHARD, shard.cast("int"))

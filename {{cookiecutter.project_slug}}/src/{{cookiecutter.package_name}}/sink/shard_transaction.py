@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..failures import JobFailure, Outcome, kafka_outcome
 from ..observability import metrics
 from . import faults
-from .batch_records import DIGEST, combine, digest
+from .batch_records import DIGEST, combine, digest, record_headers
 from .marker import marker_key, marker_value
 from .producers import CommitShard, TransactionalIdRefused
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
@@ -111,7 +111,7 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
     published: Counter[str] = Counter()
     deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
     producer.begin_transaction()
-    # Step 3. The records (counts and dead letters), then the marker.
+    # Step 3. The records (answers and dead letters, each with the batch id's header), then the marker.
     headers = settings.batch_header(batch_id)
     rows, hashed = 0, 0
     try:
@@ -124,11 +124,18 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
                 hashed = combine(hashed, digest(chunk))
             topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
             produce = producer.produce
-            for topic, key, value in zip(topics, keys, values, strict=True):
-                try:  # the loop every record takes: no call of ours around the client's
-                    produce(topic, value, key, headers=headers)
-                except (BufferError, KafkaException) as error:
-                    _produce_again(producer, error, topic, key, value, headers)
+            if (own := record_headers(chunk, headers)) is None:
+                for topic, key, value in zip(topics, keys, values, strict=True):
+                    try:  # the loop every record takes: no call of ours around the client's
+                        produce(topic, value, key, headers=headers)
+                    except (BufferError, KafkaException) as error:
+                        _produce_again(producer, error, topic, key, value, headers)
+            else:  # records with headers of their own (query.KEEPS_HEADERS)
+                for topic, key, value, record_header in zip(topics, keys, values, own, strict=True):
+                    try:
+                        produce(topic, value, key, headers=record_header)
+                    except (BufferError, KafkaException) as error:
+                        _produce_again(producer, error, topic, key, value, record_header)
         if expected is not None and (rows, hashed) != (expected.rows, expected.digest):
             raise RecomputedDifferently(
                 f"batch {batch_id}, shard {shard.shard}: {rows} records (digest {hashed:016x}) where the batch was "

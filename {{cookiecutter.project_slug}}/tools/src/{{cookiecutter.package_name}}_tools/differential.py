@@ -12,7 +12,8 @@ and every intermediate value included). The two checkpoints' offset logs say whe
 (`same_plan`, over the batches that read input: a query whose operator has timers, the windowed
 count's, gets a batch at every trigger without input too, which publishes nothing, and how many
 of those a run has depends on its timing). Where it did not (input produced while a run ran),
-only what does not depend on the boundaries is compared, each value without its batch id:
+only what does not depend on the boundaries is compared, each value without its batch id (a
+record's headers, where the query keeps its input's, are compared as a part of it):
 - an upsert output (query.OUTPUT): the last value per key, and no key twice in one batch;
 - an append output: the multiset of records;
 - dead letters: the set, none twice (a dead letter's key is its source coordinates).
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .readback import DEAD_LETTER, OUTPUT, Record
+from .readback import DEAD_LETTER, OUTPUT, Headers, Record
 
 OutputKind = Literal["upsert", "append"]
 
@@ -76,7 +77,7 @@ def _boundary_free(faulted: list[Record], reference: list[Record], kind: OutputK
     return "; ".join(problems) or None
 
 
-def _answer(records: list[Record], kind: OutputKind) -> Counter[tuple[str, bytes, str]]:
+def _answer(records: list[Record], kind: OutputKind) -> Counter[tuple[str, bytes, str, Headers]]:
     """What the output says whatever the boundaries: upsert outputs their last value per key, append
     outputs every record; dead letters one each."""
     dead_letters = Counter({record.without_batch_id() for record in records if record.role == DEAD_LETTER})

@@ -35,9 +35,10 @@ def delete_topics(bootstrap_servers: str, names: list[str]) -> None:
 
 
 def produce(producer: Producer, topic: str, value: bytes | None, key: bytes | None = None,
-            partition: int | None = None, on_delivery: Callable | None = None) -> None:
+            partition: int | None = None, on_delivery: Callable | None = None,
+            headers: list[tuple[str, bytes | None]] | None = None) -> None:
     """Queue one record; while the local queue is full, serve deliveries and try again."""
-    kwargs: dict[str, Any] = {"key": key, "on_delivery": on_delivery}
+    kwargs: dict[str, Any] = {"key": key, "on_delivery": on_delivery, "headers": headers}
     if partition is not None:
         kwargs["partition"] = partition
     while True:

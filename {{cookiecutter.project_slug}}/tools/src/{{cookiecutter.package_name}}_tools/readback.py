@@ -7,6 +7,7 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import cast
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -19,6 +20,7 @@ SETTLE_SECONDS = 10.0
 
 
 Answer = dict[str, object]  # an output record's value, without the batch id the sink adds
+Headers = tuple[tuple[str, bytes | None], ...]  # a record's headers, in order
 OUTPUT, DEAD_LETTER = "output", "dead-letter"  # a record's role: which of the job's two topics holds it
 
 
@@ -30,13 +32,14 @@ class Record:
     role: str  # OUTPUT or DEAD_LETTER
     key: bytes
     value: bytes
+    headers: Headers = ()  # its headers but the sink's last `batch_id` (a query's that keeps its input's)
 
-    def without_batch_id(self) -> tuple[str, bytes, str]:
+    def without_batch_id(self) -> tuple[str, bytes, str, Headers]:
         """The record as boundary-free comparisons see it: its value without the batch id the sink
-        added as the JSON object's last field."""
+        added as the JSON object's last field, its headers without the sink's."""
         value = json.loads(self.value)
         value.pop("batch_id", None)
-        return self.role, self.key, json.dumps(value, sort_keys=True)
+        return self.role, self.key, json.dumps(value, sort_keys=True), self.headers
 
 
 @dataclass
@@ -149,10 +152,12 @@ def read_records(bootstrap_servers: str, output_topic: str, dead_letter_topic: s
     records = []
     for role, topic in ((OUTPUT, output_topic), (DEAD_LETTER, dead_letter_topic)):
         for message in _read(bootstrap_servers, topic, "read_committed", 60.0, settle):
-            batch_id = dict(message.headers() or []).get("batch_id")
-            if batch_id is None:
-                raise AssertionError(f"{topic}/{message.partition()}@{message.offset()} has no batch_id header")
-            records.append(Record(int(batch_id), role, message.key() or b"", message.value() or b""))
+            headers = cast(list[tuple[str, bytes | None]], message.headers() or [])  # a list, as the client gives it
+            if not headers or headers[-1][0] != "batch_id":
+                raise AssertionError(f"{topic}/{message.partition()}@{message.offset()} does not end its headers "
+                                     f"with a batch_id header: {headers}")
+            records.append(Record(int(headers[-1][1] or b""), role, message.key() or b"", message.value() or b"",
+                                  tuple(headers[:-1])))
     return records
 
 

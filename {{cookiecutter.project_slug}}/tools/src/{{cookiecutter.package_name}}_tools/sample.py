@@ -186,14 +186,27 @@ def _value(rng: random.Random, kind: str) -> object:
     return rng.random() < 0.5
 
 
+def sample_headers(position: int) -> list[tuple[str, bytes | None]] | None:
+    """The headers of a sample's record at `position`: none on every fourth; otherwise its position,
+    and on every third also a header without a value and one whose value is not text. A query that
+    keeps its input's headers (query.KEEPS_HEADERS) is held to all three by the differential oracle."""
+    if position % 4 == 3:
+        return None
+    headers: list[tuple[str, bytes | None]] = [("sample-position", str(position).encode())]
+    if position % 3 == 0:
+        headers += [("sample-empty", None), ("sample-bytes", bytes([position % 256, 0xFF]))]
+    return headers
+
+
 def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int | None = None,
             client: Mapping[str, str] | None = None) -> None:
-    """Produce every value (round-robin over partitions when given) and wait for delivery."""
+    """Produce every value (round-robin over partitions when given), with sample_headers, and wait
+    for delivery."""
     producer = Producer(librdkafka_config(bootstrap_servers, client, {"enable.idempotence": True, "linger.ms": 10}))
     failures: list[str] = []
     for i, value in enumerate(values):
         produce_one(producer, topic, value, partition=i % partitions if partitions else None,
-                    on_delivery=lambda e, _m: failures.append(str(e)) if e else None)
+                    on_delivery=lambda e, _m: failures.append(str(e)) if e else None, headers=sample_headers(i))
     undelivered = producer.flush(60)
     if undelivered or failures:
         raise ConfigError("bootstrap_servers", f"{undelivered or len(failures)} of {len(values)} events were not "
