@@ -12,7 +12,7 @@ produces bytes."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from .changes import KIND_ANSWER, KIND_DEAD_LETTERS_IN_PARTITION, answer_names
@@ -31,8 +31,18 @@ def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> Dat
         F.when(is_answer, F.lit(output_topic)).when(~is_reference, F.lit(dead_letter_topic)).alias("topic"),
         F.col("key").cast("binary").alias("key"),
         F.when(is_answer, answer_value).otherwise(F.col(DEAD_LETTER_VALUE)).cast("binary").alias("value"),
-        *([HEADERS] if HEADERS in changes.columns else []),
+        *_headers(changes),
     )
+
+
+def _headers(changes: DataFrame) -> list[Column]:
+    """The input's headers where the changes keep them, none as an empty list, not null (Spark's
+    Kafka source gives a record without headers a null list): Spark hands a null nested list to
+    Python several times slower than an empty one (50,000 records: 0.5 s against 0.07 s), which
+    the sink's publishing tasks would pay on every batch."""
+    if HEADERS not in changes.columns:
+        return []
+    return [F.coalesce(F.col(HEADERS), F.array().cast(changes.schema[HEADERS].dataType)).alias(HEADERS)]
 
 
 def for_batch(records: DataFrame, batch_id: int) -> DataFrame:

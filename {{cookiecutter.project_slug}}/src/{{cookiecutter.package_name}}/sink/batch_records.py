@@ -131,7 +131,7 @@ def record_headers(chunk: pa.RecordBatch, sink_headers: Headers) -> list[Headers
     """Each record's headers as the producer takes them: its own (HEADERS), then the sink's
     (`sink_headers`, the batch id). None where no record of the chunk has headers of its own: each
     then takes `sink_headers` as they are, and the chunk costs no conversion."""
-    if HEADERS not in chunk.column_names or chunk.column(HEADERS).null_count == chunk.num_rows:
+    if HEADERS not in chunk.column_names or not pc.sum(pc.list_value_length(chunk.column(HEADERS))).as_py():
         return None
     return [[(header["key"], header["value"]) for header in own] + sink_headers if own else sink_headers
             for own in chunk.column(HEADERS).to_pylist()]
