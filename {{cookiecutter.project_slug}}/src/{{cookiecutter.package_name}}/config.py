@@ -109,7 +109,7 @@ class JobConfig:
     publish_from: PublishFrom = option(
         "auto", "where phase 2 publishes a batch from: `tasks` (one Spark task per commit shard), `driver` (the "
         "driver's producers, unless the batch exceeds `spark.driver.maxResultSize`), or `auto`: the driver for a "
-        "batch expected to have at most 32,768 records and 8 MiB (its input records times the previous batch's "
+        "batch expected to have at most 65,536 records and 8 MiB (its input records times the previous batch's "
         "records per input record, one for a run's first batch, and at least the previous batch's records), "
         "Spark tasks otherwise (docs/guarantee.md, 2)")
     on_rerun_mismatch: OnRerunMismatch = option(
