@@ -25,7 +25,7 @@ from {{ cookiecutter.package_name }}.storage import checkpoint, object_store
 from {{ cookiecutter.package_name }}_tools import differential
 from {{ cookiecutter.package_name }}_tools.job_file import query_config, query_settings, write_job_file
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
-from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, job_command, start_job
+from {{ cookiecutter.package_name }}_tools.processes import disposable_job_settings, dump_stacks, job_command, start_job
 from {{ cookiecutter.package_name }}_tools.readback import (
     SETTLE_SECONDS,
     Published,
@@ -125,9 +125,7 @@ class JobUnderTest:
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            raise AssertionError(f"the job did not finish within {timeout}s; log: {log_path}") from None
+            raise stuck(process, log_path, f"the job did not finish within {timeout}s") from None
         # Whatever happened, no process of this run may survive it (a fault kills the group).
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -240,8 +238,24 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str, interval: 
             log = log_path.read_text()[-3000:] if log_path is not None else ""
             raise AssertionError(f"the job exited (status {alive.returncode}) before {what}: {log}")
         if time.monotonic() > deadline:
+            if alive is not None and log_path is not None:
+                raise stuck(alive, log_path, f"not {what} within {timeout:.0f}s", kill=False)
             raise AssertionError(f"not {what} within {timeout:.0f}s" + (f"; log: {log_path}" if log_path else ""))
         time.sleep(interval)
+
+
+def stuck(process: subprocess.Popen, log_path: Path, what: str, kill: bool = True) -> AssertionError:
+    """The failure of a job that did not get somewhere in time, with where it was: its threads'
+    stacks (dump_stacks) and the end of its log; the job is killed unless the caller still owns it."""
+    before = log_path.read_text(errors="replace")
+    dump_stacks(process.pid)
+    if kill:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    stacks = log_path.read_text(errors="replace")[len(before):]
+    return AssertionError(f"{what}; log: {log_path}; its end:\n{before[-4000:]}\n"
+                          f"-- the Python driver's threads (after the JVM's, in the log):\n{stacks[-8000:]}")
 
 
 # What a stop in one line must not have above it: a Python traceback, a Java stack, py4j's lines.

@@ -6,9 +6,11 @@ chaos, bench, kafka up|down) are `{{ cookiecutter.project_slug }}-tools`, instal
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 
 from . import __version__
@@ -206,6 +208,9 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     the restart strategy's verdict with 1. The job's CLI and its tools' share it."""
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
     quiet_libraries()  # py4j's traceback of a failed batch at DEBUG: the job says it in one line
+    # A driver that seems stuck: `kill -USR1 <pid>` prints every Python thread's stack to stderr
+    # and the job goes on (`kill -QUIT` on its JVM does the same for Java's threads).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -146,6 +147,20 @@ def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_pat
     with open(log_path, "w") as log:
         return subprocess.Popen(command, cwd=cwd, env=environment, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+
+
+def dump_stacks(root: int, settle: float = 2.0) -> None:
+    """Have a job that seems stuck print where it is, before it is killed: each JVM's threads
+    (SIGQUIT), then its Python driver's (SIGUSR1, which the job's CLI registers), in its log."""
+    below = [root, *descendants(root)]
+    lines = {pid: command_line(pid) for pid in below}
+    jvms = [pid for pid, line in lines.items() if line and os.path.basename(line.split()[0]) == "java"]
+    drivers = [pid for pid, line in lines.items() if f"-m {JOB_PACKAGE} " in line or "deploy/main.py" in line]
+    for pids, signum in ((jvms, signal.SIGQUIT), (drivers, signal.SIGUSR1)):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        time.sleep(settle)
 
 
 def free_port() -> int:
