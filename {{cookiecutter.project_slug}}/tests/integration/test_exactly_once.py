@@ -91,8 +91,8 @@ def test_a_crash_between_two_shards_commits_publishes_the_second_shard_once(job)
 
 def test_the_same_crash_duplicates_with_the_at_least_once_sink(job):
     """The counter-proof, once: the crash after the Kafka commit (the at-least-once sink's records
-    are visible at every fault point, so one point shows what all would). Both oracles see the
-    duplicates: the query's model and the differential one."""
+    are visible at every fault point after the produce, so one point shows what all would). Both
+    oracles see the duplicates: the query's model and the differential one."""
     job.guarantee = "at-least-once"
     verdict, _, comparison = crash_and_recover(job, faults.AFTER_KAFKA_COMMIT)
     assert verdict.duplicated > 0, "the at-least-once sink published no duplicate: the check has no teeth"

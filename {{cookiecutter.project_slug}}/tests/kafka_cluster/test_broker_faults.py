@@ -6,11 +6,13 @@ the independent read_committed reader, batch by batch."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
+from {{ cookiecutter.package_name }}_tools.verify import Verdict
 
 from harness import (
     PUBLISHED_BEFORE_THE_CRASH,
@@ -135,6 +139,74 @@ def test_brokers_killed_in_the_middle_of_the_sinks_commit_lose_and_double_nothin
     verdict = job.verify(kept, malformed)
     assert verdict.exactly_once, verdict.problems
     assert_as_the_reference_run(job, max_offsets_per_trigger=str(RECORDS_PER_BATCH))
+
+
+# A leader of an output partition hung past the sink's delivery time-out (message.timeout.ms, a
+# client setting in the job's [kafka] table): records sent to it fail, the others are delivered.
+LEADER_HUNG_SECONDS = 40
+DELIVERY_TIMEOUT = {"kafka.message.timeout.ms": "15000", "restart_attempts": "10"}
+
+
+def on_all_but_one_broker(cluster: LocalKafkaCluster, job: JobUnderTest) -> tuple[JobUnderTest, int]:
+    """The job on topics of its own whose replicas keep off one broker, but for output partition 0,
+    which that broker leads: hung, it holds up nothing else of the job's (its input, the other
+    output partition and the dead letters have no replica there to wait for). Returns the job
+    and that broker."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    hung, *others = sorted(cluster.nodes)
+    away = [others, others[::-1]]  # two replicas each (a topic's partitions all have as many)
+    topics = {"input_topic": [away[p % 2] for p in range(4)], "output_topic": [[hung, others[0]], others],
+              "dead_letter_topic": [others]}
+    names = {option: f"{option.split('_')[0]}-{uuid.uuid4().hex[:10]}" for option in topics}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for future in admin.create_topics([NewTopic(names[option], len(replicas), replica_assignment=replicas)
+                                       for option, replicas in topics.items()]).values():
+        future.result(timeout=60)
+    return dataclasses.replace(job, **names), hung
+
+
+def hang_a_leader_under_the_next_batch(cluster: LocalKafkaCluster, job: JobUnderTest) -> tuple[Verdict, str]:
+    """Batch 2 computed, nothing of it on Kafka yet (both sinks pass AFTER_LOG_ENTRY before they
+    produce), the leader of output partition 0 hangs for LEADER_HUNG_SECONDS; the batch publishes
+    into it. The verdict, batch by batch, and the job's log."""
+    job, leader = on_all_but_one_broker(cluster, job)
+    sample = produce_sample(job, count=RECORDS_PER_BATCH * 4, seed=13, partitions=4)
+    hung: list[int] = []
+
+    def hang_the_leader() -> None:
+        cluster.hang(leader)
+        hung.append(leader)
+        threading.Timer(LEADER_HUNG_SECONDS, cluster.resume, [leader]).start()
+
+    process, log_path = job.start(fault=faults.AFTER_LOG_ENTRY, fault_batch=2, fault_mode="pause",
+                                  max_offsets_per_trigger=str(RECORDS_PER_BATCH), **DELIVERY_TIMEOUT)
+    try:
+        drive(job, process, log_path, {(2, faults.AFTER_LOG_ENTRY): hang_the_leader}, timeout=600)
+    finally:
+        for node_id in hung:
+            cluster.resume(node_id)
+    return job.verify(*merged(sample)), log_path.read_text()
+
+
+def test_a_leader_hung_under_a_batch_in_flight_holds_it_up_and_it_is_published_once(kafka_cluster, cluster_job):
+    """The exactly-once sink's transaction waits the hang out (its records in flight to the hung
+    leader are not expired while their request is unanswered) and commits, or the batch fails and
+    runs again: either way the batch is published once."""
+    verdict, output = hang_a_leader_under_the_next_batch(kafka_cluster, cluster_job)
+    took = re.search(r"batch 2: \d+ records in (\d+) ms", output)
+    assert "restarting the query" in output or (took and int(took[1]) >= 15_000), \
+        f"batch 2 was neither held up nor failed: the hang proved nothing\n{output[-3000:]}"
+    assert verdict.exactly_once, verdict.problems
+
+
+def test_the_same_hung_leader_duplicates_with_the_at_least_once_sink(kafka_cluster, cluster_job):
+    """The counter-proof: the at-least-once sink's records to the hung leader time out, the batch
+    fails, and the records it had delivered to partition 1 are delivered again when it runs again."""
+    cluster_job.guarantee = "at-least-once"
+    verdict, output = hang_a_leader_under_the_next_batch(kafka_cluster, cluster_job)
+    assert "restarting the query" in output, f"batch 2 did not fail: the hang proved nothing\n{output[-3000:]}"
+    assert verdict.duplicated > 0 and not verdict.exactly_once, verdict
 
 
 def test_the_driver_killed_at_each_point_of_the_commit_protocol_on_three_brokers(cluster_job):

@@ -44,6 +44,7 @@ AFTER_LOG_COMMITTED = "after_log_committed"  # the log says committed; no commit
 WRITING_SPARK_COMMIT = "writing_spark_commit"
 POINTS = (BATCH_COMPUTED, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED,
           WRITING_SPARK_COMMIT)
+BEFORE_KAFKA = (BATCH_COMPUTED, AFTER_LOG_ENTRY)  # nothing of the batch on Kafka yet
 # Savepoints (savepoints/), batch 0: `savepoint create` wrote the state, not the manifest;
 # `run --from-savepoint` copied the seed into the new checkpoint, not the origin file.
 SAVEPOINT_STATE_WRITTEN = "savepoint_state_written"

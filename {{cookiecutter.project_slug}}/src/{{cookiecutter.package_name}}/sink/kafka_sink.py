@@ -116,14 +116,19 @@ class KafkaSink:
         started = time.monotonic()
         records = self.encode(output, batch_id)
         if self.guarantee == AT_LEAST_ONCE:
+            # Each fault point means here what it means to the exactly-once protocol: Kafka untouched
+            # before the produce, the records visible after it (a crash then makes Spark re-run, and
+            # re-publish, the batch).
+            for point in faults.BEFORE_KAFKA:
+                faults.maybe_crash(point, batch_id)
             produce = produce_task(self.settings, batch_id)
             references = [row[0] for row in records.mapInArrow(produce, TASK_OUTPUT).collect()]
             if references:
                 more = self._read_back(output.sparkSession, references, batch_id)
                 more.mapInArrow(produce, TASK_OUTPUT).collect()
-            # Records are already visible; a crash here makes Spark re-run (and re-publish) the batch.
             for point in faults.POINTS[:-1]:
-                faults.maybe_crash(point, batch_id)
+                if point not in faults.BEFORE_KAFKA:
+                    faults.maybe_crash(point, batch_id)
         else:
             offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id)
             if self.placement.previous_offsets is None:  # the first batch of this run: where the one before ended
