@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import random
 import signal
+import time
 import zlib
 
 import pytest
 
 from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.kafka_io import grow_topic
 from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
 from {{ cookiecutter.package_name }}_tools.sample import event_times, events_of_keys, produce
 
@@ -25,6 +27,7 @@ from harness import (
     crash_at_each_point,
     merged,
     produce_sample,
+    stop,
     wait_until,
 )
 
@@ -224,4 +227,24 @@ def test_a_fenced_job_stops_for_good_and_the_newer_one_finishes_exactly_once(job
     assert newer.returncode == 0, newer.stdout[-3000:]
     kept, malformed = merged(first, second)
     verdict = job.verify(kept, malformed)
+    assert verdict.exactly_once, verdict.problems
+
+
+def test_a_crash_right_after_the_input_topic_grows_loses_and_doubles_nothing(job):
+    """The input topic gains two partitions while the job works through a backlog, events arrive
+    on them, and the driver is SIGKILLed a moment later: the restarted job reads the new
+    partitions from their start (as the killed one may have begun to), each event once."""
+    first = produce_sample(job, count=3000, seed=71, partitions=4)
+    process, log_path = job.start(max_offsets_per_trigger="500", until_idle=20)
+    try:
+        wait_until(lambda: "batch 1:" in log_path.read_text(), 240, "two batches", alive=process, log_path=log_path)
+        grown = grow_topic(job.bootstrap_servers, job.input_topic, more=2)
+        second = produce_sample(job, count=2000, seed=72, partitions=grown)
+        time.sleep(random.Random(71).uniform(0.5, 2.0))
+        assert process.poll() is None, "the job ended before the crash: it proves nothing"
+    finally:
+        stop(process, signal.SIGKILL)
+    result = job.run(max_offsets_per_trigger="2000")
+    assert result.returncode == 0, result.stdout[-3000:]
+    verdict = job.verify(*merged(first, second))
     assert verdict.exactly_once, verdict.problems

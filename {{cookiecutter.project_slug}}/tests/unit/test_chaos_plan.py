@@ -12,7 +12,19 @@ from {{ cookiecutter.package_name }}.config import JobConfig
 from {{ cookiecutter.package_name }}.pipeline import fingerprint
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.chaos import PROFILES, VERDICT_LINE
-from {{ cookiecutter.package_name }}_tools.chaos.plan import BROKER, KILL, S3, WORKER, make_plan, room_for
+from {{ cookiecutter.package_name }}_tools.chaos.plan import (
+    BROKER,
+    CLUSTER_FAULTS,
+    GROW,
+    KILL,
+    OUTPUT_KILL,
+    S3,
+    WORKER,
+    ZOMBIE,
+    ZOMBIE_POINTS,
+    make_plan,
+    room_for,
+)
 from {{ cookiecutter.package_name }}_tools.chaos.verdict import Tally, expectation, kept_event, verdict_line
 from {{ cookiecutter.package_name }}_tools.verify import Verdict
 
@@ -69,6 +81,36 @@ def test_disruptions_go_to_fault_runs_other_than_the_last_and_faults_leave_room_
 def test_no_worker_kill_is_planned_for_a_job_that_runs_no_python_worker_and_no_s3_restart_without_a_cluster():
     plans = make_plan(QUICK, random.Random(1), faults.POINTS, cluster=False, python_workers=False)
     assert {kind for plan in plans for kind, _ in plan.disruptions} == {BROKER}
+
+
+def test_the_soak_schedule_has_the_figures_it_promises_on_three_brokers():
+    """Over 100 driver kills (the fault points', the external ones, the zombies' replacements),
+    30 of them the moment output appears, every point of the commit protocol 10 times, zombies at
+    each of their points, every broker fault, growth of the input, runs publishing from tasks."""
+    soak = PROFILES["soak"]
+    plans = make_plan(soak, random.Random(5), faults.POINTS, brokers=3)
+    ends = Counter(plan.end for plan in plans)
+    assert all(ends[point] >= 10 for point in faults.POINTS), ends
+    assert ends[OUTPUT_KILL] >= 30
+    kills = sum(ends[point] for point in faults.POINTS) + ends[KILL] + ends[OUTPUT_KILL] + ends[ZOMBIE]
+    assert kills >= 100, ends
+    assert set(ZOMBIE_POINTS) - {None} <= set(faults.POINTS)
+    assert {plan.zombie_point for plan in plans if plan.end == ZOMBIE} == set(ZOMBIE_POINTS)
+    assert all(20 <= plan.zombie_wake <= 60 for plan in plans if plan.end == ZOMBIE)
+    kinds = Counter(kind for plan in plans for kind, _ in plan.disruptions)
+    assert all(kinds[kind] >= 1 for kind in (*CLUSTER_FAULTS, BROKER, GROW)), kinds
+    assert {plan.publish_from for plan in plans} == {"auto", "tasks"}
+    # The exactly-once job without a TTL runs Python workers only to publish from tasks: there.
+    workers = [plan for plan in make_plan(soak, random.Random(5), faults.POINTS, python_workers=False, brokers=3)
+               if any(kind == WORKER for kind, _ in plan.disruptions)]
+    assert workers and all(plan.publish_from == "tasks" for plan in workers)
+    assert soak.events >= 1_000_000 and soak.commit_shards > 1 and soak.aborted_input_share > 0
+
+
+def test_the_clusters_broker_faults_are_not_planned_on_one_broker():
+    plans = make_plan(PROFILES["soak"], random.Random(5), faults.POINTS, brokers=1)
+    kinds = {kind for plan in plans for kind, _ in plan.disruptions}
+    assert not kinds & set(CLUSTER_FAULTS) and BROKER in kinds
 
 
 def test_the_expectation_models_the_kept_well_formed_records_and_the_malformed_ones_as_dead_letters():

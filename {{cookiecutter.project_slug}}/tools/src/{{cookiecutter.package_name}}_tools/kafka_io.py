@@ -23,6 +23,16 @@ def create_topics(bootstrap_servers: str, partitions: Mapping[str, int], config:
         future.result(timeout=60)
 
 
+def grow_topic(bootstrap_servers: str, topic: str, more: int = 2) -> int:
+    """Add `more` partitions to `topic`; returns its partition count now."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 2})
+    count = len(admin.list_topics(topic, timeout=30).topics[topic].partitions) + more
+    admin.create_partitions([NewPartitions(topic, count)])[topic].result(timeout=60)
+    return count
+
+
 def delete_topics(bootstrap_servers: str, names: list[str]) -> None:
     """Delete the topics; one that is already gone is not an error."""
     from confluent_kafka import KafkaException

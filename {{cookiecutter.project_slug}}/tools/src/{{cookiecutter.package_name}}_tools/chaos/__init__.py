@@ -9,7 +9,14 @@ Disruptions, at moments drawn from `--seed` (printed first):
   - SIGKILL of one Spark Python worker alone, when the job runs any (the at-least-once
     sink's tasks, the TTL count): the runner restarts the query in-process;
   - kill -9 of the Kafka broker and a restart on the same data; with `--kafka-brokers 3`, of
-    one broker of a local three-broker cluster, each in turn (kafka_local/cluster.py).
+    one broker of a local three-broker cluster, each in turn (kafka_local/cluster.py);
+  - the soak profile adds, on three brokers: SIGKILLs the moment a run's first output record is
+    visible; zombie drivers (frozen with SIGSTOP at a point of the commit protocol or at a random
+    moment, a replacement started on the checkpoint, woken 20-60 s later: each must stop in one
+    line, publishing nothing); the leader of an output partition, the sink's transaction
+    coordinator, two nodes at once killed; a rolling restart; a node and the coordinator hung
+    (SIGSTOP) past the clients' time-outs; the input topic grown; aborted transactions in the
+    input; three commit shards; runs that publish from Spark tasks (plan.py).
 With `--cluster`, the job runs on a local Spark standalone cluster (a master and two workers,
 spark_cluster.py), submitted by deploy/spark-submit.sh, its checkpoint on a local S3 server
 (s3_local); a worker kill is then a SIGKILL of a Spark worker and its executor (Spark runs the
@@ -47,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
                         help="quick: 20,000 events, every fault point once (minutes); "
                              "smoke: quick with three fault points, chosen by the seed; "
-                             "long: 200,000 events over 8 partitions, more kills")
+                             "long: 200,000 events over 8 partitions, more kills; "
+                             "soak: 1,000,000 events, over 100 driver kills, zombies, every broker fault "
+                             "(hours; with --kafka-brokers 3)")
     parser.add_argument("--guarantee", choices=GUARANTEES, default="exactly-once",
                         help="the sink's delivery guarantee under test")
     parser.add_argument("--seed", type=int, help="seed of every random choice (default: a random one, printed)")

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,55 @@ def restart_broker(kafka: Any) -> float | None:
     with BROKER_LOCK:
         kafka.restart_broker()
     return time.monotonic() - started
+
+
+HUNG_SECONDS = 45  # a hung broker: past the clients' request time-out (30 s), within the sink's commit time-out
+
+
+def cluster_fault(kind: str, cluster: Any, rng: random.Random, output_topic: str, transactional_id: str) -> str:
+    """One of plan.CLUSTER_FAULTS on a local three-broker cluster (kafka_local.LocalKafkaCluster),
+    done when this returns (the nodes serving again): what was done, in a few words."""
+    from .plan import COORDINATOR, HANG, HANG_COORDINATOR, LEADER, ROLLING, TWO_NODES
+
+    def target(find: Callable[[], int], what: str) -> tuple[int, str]:
+        try:
+            return find(), what
+        except Exception:  # noqa: BLE001 - no metadata while the cluster settles: any node will do
+            return rng.choice(sorted(cluster.nodes)), f"a random node ({what} unknown)"
+
+    started = time.monotonic()
+    with BROKER_LOCK:
+        if kind in (LEADER, COORDINATOR):
+            node, what = (target(lambda: cluster.leader(output_topic, 0), "the leader of output partition 0")
+                          if kind == LEADER else
+                          target(lambda: cluster.transaction_coordinator(transactional_id), "the sink's coordinator"))
+            cluster.kill(node)
+            cluster.start_node(node)
+            done = f"kill -9 of node {node}, {what}, and its restart"
+        elif kind == TWO_NODES:
+            nodes = rng.sample(sorted(cluster.nodes), 2)
+            for node in nodes:
+                cluster.kill(node)
+            time.sleep(10)
+            with ThreadPoolExecutor(2) as pool:  # together: each waits for a quorum
+                list(pool.map(cluster.start_node, nodes))
+            done = f"kill -9 of nodes {nodes}, 10s down, and their restart"
+        elif kind == ROLLING:
+            for node_id, node in sorted(cluster.nodes.items()):
+                node.stop()
+                cluster.start_node(node_id)
+            done = "a rolling restart (SIGTERM, start) of every node"
+        else:
+            assert kind in (HANG, HANG_COORDINATOR), kind
+            node, what = (target(lambda: cluster.transaction_coordinator(transactional_id), "the sink's coordinator")
+                          if kind == HANG_COORDINATOR else (rng.choice(sorted(cluster.nodes)), "a random node"))
+            cluster.hang(node)
+            try:
+                time.sleep(HUNG_SECONDS)
+            finally:
+                cluster.resume(node)
+            done = f"node {node}, {what}, hung (SIGSTOP) for {HUNG_SECONDS}s"
+    return f"{done}, in {time.monotonic() - started:.1f}s"
 
 
 @dataclass

@@ -15,16 +15,28 @@ QUIET = {"log_level": 2}  # librdkafka: no connection-refused lines while the br
 
 class InputProducer(threading.Thread):
     """Produces the input in chunks, a few seconds apart, while the job runs. Idempotent and
-    patient (a broker restart only delays it); the verifier reads back what the topic holds."""
+    patient (a broker restart only delays it); the verifier reads back what the topic holds.
+    After every `abort_every`-th chunk (0: never), copies of the chunk's first records go to the
+    topic in a transaction that is then aborted: a read_committed job must never count them.
+    The topic may gain partitions meanwhile (`grow`): the next chunks use them."""
+
+    ABORTED_PER_CHUNK = 200
 
     def __init__(self, bootstrap_servers: str, topic: str, values: list[bytes], partitions: int,
-                 chunks: int, interval: float, say: Callable[[str], None]) -> None:
+                 chunks: int, interval: float, say: Callable[[str], None], abort_every: int = 0) -> None:
         super().__init__(name="chaos-input", daemon=True)
         self.bootstrap_servers, self.topic, self.values = bootstrap_servers, topic, values
         self.partitions, self.chunks, self.interval, self.say = partitions, chunks, interval, say
+        self.abort_every = abort_every
         self.produced = 0
+        self.aborted = 0  # records produced in transactions that were aborted
         self.errors: list[str] = []
         self.done = threading.Event()
+        self._grown_to: int | None = None
+
+    def grow(self, partitions: int) -> None:
+        """The topic has `partitions` now: the next chunk spreads over them (once its producer sees them)."""
+        self._grown_to = partitions
 
     def run(self) -> None:
         from confluent_kafka import Producer
@@ -43,13 +55,17 @@ class InputProducer(threading.Thread):
             for chunk, start in enumerate(range(0, len(self.values), size)):
                 if chunk:
                     time.sleep(self.interval)
+                self._take_growth(producer)
                 for i in range(start, min(start + size, len(self.values))):
                     produce(producer, self.topic, self.values[i], partition=i % self.partitions,
                             on_delivery=on_delivery)
                 while producer.flush(5.0):
                     pass  # the broker may be restarting: the idempotent producer retries
                 self.produced = min(start + size, len(self.values))
+                if self.abort_every and chunk % self.abort_every == self.abort_every - 1:
+                    self._aborted_transaction(self.values[start:start + self.ABORTED_PER_CHUNK])
             self.say(f"input: all {self.produced} records produced to {self.topic}"
+                     + (f", {self.aborted} more in aborted transactions" if self.abort_every else "")
                      + (f" ({len(self.errors)} delivery errors: {self.errors[:2]})" if self.errors else ""))
         except Exception as error:  # noqa: BLE001 - reported; the verifier reads what the topic holds
             self.errors.append(repr(error))
@@ -57,7 +73,33 @@ class InputProducer(threading.Thread):
         finally:
             self.done.set()
 
+    def _take_growth(self, producer: Any) -> None:
+        grown = self._grown_to
+        if grown is None or grown == self.partitions:
+            return
+        for _ in range(60):  # the producer's metadata must know the new partitions before it sends to them
+            if len(producer.list_topics(self.topic, timeout=10).topics[self.topic].partitions) >= grown:
+                self.partitions = grown
+                return
+            time.sleep(1)
 
+    def _aborted_transaction(self, values: list[bytes]) -> None:
+        """`values` again, in a transaction that is aborted. A failure (a broker restarting) only
+        means fewer aborted records: an open transaction left behind is aborted by the broker."""
+        from confluent_kafka import Producer
+
+        transactional = Producer({"bootstrap.servers": self.bootstrap_servers, "transactional.id":
+                                  f"{self.topic}-aborted", "transaction.timeout.ms": 30_000, **QUIET})
+        try:
+            transactional.init_transactions(60)
+            transactional.begin_transaction()
+            for i, value in enumerate(values):
+                produce(transactional, self.topic, value, partition=i % self.partitions)
+            transactional.flush(60)
+            transactional.abort_transaction(60)
+            self.aborted += len(values)
+        except Exception as error:  # noqa: BLE001 - see above
+            self.say(f"input: an aborted transaction failed ({error}); the broker ends it")
 def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
     """The input's end offsets (its last stable offsets: the input is not transactional)."""
     from confluent_kafka import Consumer, TopicPartition

@@ -4,9 +4,11 @@ the planned disruptions inside the runs, then reads the output back for the verd
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -17,14 +19,28 @@ from pathlib import Path
 from typing import Any
 
 from ..job_file import query_config, query_settings
-from ..kafka_io import create_topics
+from ..kafka_io import create_topics, grow_topic
 from ..processes import descendants, disposable_job_settings, start_job
 from . import disruptions
 from .disruptions import BROKER_LOCK, SECRET_VARIABLE, ClusterSetup
 from .input import QUIET, InputProducer, end_offsets
-from .plan import BROKER, KILL, S3, WORKER, Profile, RunPlan, make_plan, room_for
+from .plan import (
+    BROKER,
+    CLUSTER_FAULTS,
+    GROW,
+    KILL,
+    OUTPUT_KILL,
+    S3,
+    WORKER,
+    ZOMBIE,
+    Profile,
+    RunPlan,
+    make_plan,
+    room_for,
+)
 from .report import Reporter
 from .verdict import EXCLUDED_KEY, Tally, judge_run, retried, verdict_line
+from .watchers import OutputWatch, Zombie
 
 
 def _faults() -> Any:
@@ -59,6 +75,8 @@ class Chaos:
         self.last_reported = -1
         self.finished = False
         self.current: subprocess.Popen | None = None
+        self.producer: InputProducer | None = None
+        self.zombie: Zombie | None = None  # a frozen driver, woken while the next run goes on
         self.deadline = time.monotonic() + profile.deadline
 
     # -- settings and checkpoint ---------------------------------------------------------
@@ -74,6 +92,8 @@ class Chaos:
                                            else self.profile.max_offsets_per_trigger),
             "restart_strategy": "fixed-delay",
             "restart_attempts": "1000",
+            "commit_shards": str(self.profile.commit_shards),
+            "publish_from": plan.publish_from,
             **{f"s3.{name}": value for name, value in s3.items()},
         }
 
@@ -127,11 +147,14 @@ class Chaos:
         faults = _faults()
         env: dict[str, str] = {}
         fault_batch = None
-        if plan.end is not None and plan.end in faults.POINTS:
+        point = plan.zombie_point if plan.end == ZOMBIE else plan.end
+        if point is not None and point in faults.POINTS:
             fault_batch = self.last_committed() + plan.fault_ahead
-            env[faults.POINT_VARIABLE] = plan.end
+            env[faults.POINT_VARIABLE] = point
             env[faults.BATCH_VARIABLE] = str(fault_batch)
             env[faults.LOG_VARIABLE] = str(self.fault_log)
+            if plan.end == ZOMBIE:  # the zombie waits there, frozen, until the runner lets it go
+                env[faults.MODE_VARIABLE] = "pause"
         self.tally.runs += 1
         log_path = self.workdir / f"run-{self.tally.runs}.log"
         launcher = None
@@ -159,6 +182,24 @@ class Chaos:
                 victim = "none"
                 self.say(f"{run}: no Python worker to kill: this job runs none")
             return victim
+        if kind == GROW:
+            count = grow_topic(self.bootstrap_servers, self.input_topic)
+            if self.producer is not None:
+                self.producer.grow(count)
+            self.tally.input_growths += 1
+            self.say(f"{run}: the input topic grown to {count} partitions")
+            return "grow"
+        if kind in CLUSTER_FAULTS:
+            if self.kafka.cluster is None:
+                self.say(f"{run}: {kind} skipped: it needs a local three-broker cluster (--kafka-brokers 3)")
+                return "skipped"
+            self.say(f"{run}: broker fault {kind} ...")
+            done = disruptions.cluster_fault(kind, self.kafka.cluster, self.rng, self.output_topic,
+                                             f"chaos-{self.sink_id}-0")
+            self.tally.broker_restarts += 1
+            self.tally.broker_faults[kind] += 1
+            self.say(f"{run}: {done}")
+            return kind
         if kind == S3:
             assert self.cluster is not None
             self.say("kill -9 of the S3 server; restarting it on the same data")
@@ -173,6 +214,7 @@ class Chaos:
             self.say(f"broker restart skipped: provider {self.kafka.provider} cannot restart its broker")
         else:
             self.tally.broker_restarts += 1
+            self.tally.broker_faults[BROKER] += 1
             self.say(f"broker serving again after {took:.1f}s")
         return "broker"
 
@@ -194,6 +236,8 @@ class Chaos:
         """Run the job once as planned; return what remains to be done (a fault that did not
         fire, disruptions that did not happen), if anything."""
         faults = _faults()
+        if plan.end == ZOMBIE:
+            return self.freeze_a_zombie(plan, producer)
         before = self.last_committed()
         fired_before = len(self.fired())
         process, log_path, fault_batch = self.start_job(plan)
@@ -202,9 +246,16 @@ class Chaos:
                  + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
                  + f"; log {log_path.name}")
         watch = RunWatch(self, plan, process, before)
-        ending = watch.until_end(producer)
+        try:
+            ending = watch.until_end(producer)
+        finally:
+            if watch.output_watch is not None:
+                watch.output_watch.stop()
         # Whatever ended the run, none of its processes may survive it.
         self.kill_driver(process, watch.below)
+        if self.zombie is not None:  # the run was a zombie's replacement: the zombie must have stopped
+            self.judge_zombie(self.zombie)
+            self.zombie = None
         fired = self.fired()[fired_before:]
         self.account(plan, process.returncode, log_path, fired, ending,
                      f"{time.monotonic() - watch.started:.1f}s, "
@@ -231,6 +282,7 @@ class Chaos:
             self.say(f"run {self.tally.runs}: {fired[0]} -> driver killed (exit {code}; {ran})")
         elif ending == "killed":
             self.tally.kills += 1
+            self.tally.output_kills += plan.end == OUTPUT_KILL
             self.say(f"run {self.tally.runs}: driver killed (exit {code}; {ran})")
         elif ending == "stopped" and code == 0:
             self.say(f"run {self.tally.runs}: stopped cleanly ({ran})")
@@ -239,6 +291,71 @@ class Chaos:
             self.tally.unexpected_exits += 1
             tail = " | ".join(job_log.strip().splitlines()[-3:])[-400:]
             self.say(f"run {self.tally.runs}: the job exited by itself with code {code} ({ran}): {tail}")
+
+    # -- zombies ------------------------------------------------------------------------------
+    def freeze_a_zombie(self, plan: RunPlan, producer: InputProducer) -> RunPlan | None:
+        """Start the job, freeze it (SIGSTOP of its processes) at the plan's point of the commit
+        protocol or a moment after its first batch, and return the replacement's run: it starts on
+        the same checkpoint, wakes the zombie `plan.zombie_wake` seconds in, and is killed 15-30 s
+        after that."""
+        faults = _faults()
+        before = self.last_committed()
+        fired_before = len(self.fired())
+        process, log_path, fault_batch = self.start_job(plan)
+        self.current = process
+        self.say(f"run {self.tally.runs} (pid {process.pid}): {plan.describe()}"
+                 + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
+                 + f"; log {log_path.name}")
+        zombie = Zombie(process, log_path, plan.zombie_point, fault_batch, self.fault_log)
+        started = time.monotonic()
+        moment: float | None = None
+        drained_at: float | None = None
+        while process.poll() is None and time.monotonic() - started < self.profile.run_timeout:
+            self.report_progress()
+            if self.drained(producer):  # nothing left to freeze it in
+                drained_at = drained_at or time.monotonic()
+                if time.monotonic() - drained_at > 20:
+                    self.kill_driver(process, {})
+                    self.say(f"run {self.tally.runs}: the input is drained before the zombie's moment: dropped")
+                    return None
+            if plan.zombie_point is not None:
+                paused = [found for line in self.fired()[fired_before:]
+                          if (found := re.search(rf"pause at {plan.zombie_point} in batch (\d+)", line))]
+                if paused:  # the batch it waits in: the first at or after the armed one
+                    zombie.fault_batch = int(paused[0][1])
+                    break
+            elif moment is None and self.last_committed() > before:
+                moment = time.monotonic() + self.rng.uniform(0, 3)
+            elif moment is not None and time.monotonic() >= moment:
+                break
+            time.sleep(0.1)
+        else:
+            self.kill_driver(process, {})
+            self.say(f"run {self.tally.runs}: never reached the zombie's moment (exit {process.returncode}): "
+                     "tried again")
+            return dataclasses.replace(plan, attempt=plan.attempt + 1)
+        zombie.freeze()
+        self.zombie = zombie
+        self.say(f"run {self.tally.runs}: frozen (SIGSTOP of {len(zombie.frozen)} processes) "
+                 f"{time.monotonic() - started:.1f}s after start; its replacement starts")
+        replacement = RunPlan(KILL, kill_delay=plan.zombie_wake + self.rng.uniform(15, 30),
+                              publish_from=plan.publish_from, disruptions=list(plan.disruptions))
+        zombie.wake_after = plan.zombie_wake
+        return replacement
+
+    def judge_zombie(self, zombie: Zombie) -> None:
+        """The woken zombie must stop by itself, in one line, with the refusal's exit status; with the
+        at-least-once sink (which has no fencing) it is only reported."""
+        if not zombie.woken:
+            zombie.wake()
+        code, last_line = zombie.outcome(timeout=240)
+        self.tally.zombies += 1
+        verdict = f"zombie (pid {zombie.process.pid}) woken: exit {code}, last line: {last_line!r}"
+        if self.guarantee == "exactly-once" and not zombie.stopped_as_it_must(code):
+            self.tally.zombie_failures.append(verdict)
+            self.say(f"{verdict}: NOT the one-line stop of a zombie")
+        else:
+            self.say(verdict)
 
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
@@ -255,7 +372,7 @@ class Chaos:
                              event_times(self.query))
         python_workers = self.guarantee == "at-least-once" or self.query.state_ttl_seconds > 0
         plans = make_plan(profile, self.rng, _faults().POINTS, cluster=self.cluster is not None,
-                          python_workers=python_workers)
+                          python_workers=python_workers, brokers=3 if self.kafka.cluster is not None else 1)
         self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
                  f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "
                  f"{profile.chunk_interval:.0f}s apart while the job runs; "
@@ -265,8 +382,10 @@ class Chaos:
         with BROKER_LOCK:
             create_topics(self.bootstrap_servers, {self.input_topic: profile.partitions, self.output_topic: 2,
                                                    self.dead_letter_topic: 1}, client=QUIET)
+        abort_every = round(1 / profile.aborted_input_share) if profile.aborted_input_share else 0
         producer = InputProducer(self.bootstrap_servers, self.input_topic, sample.values, profile.partitions,
-                                 profile.chunks, profile.chunk_interval, self.say)
+                                 profile.chunks, profile.chunk_interval, self.say, abort_every)
+        self.producer = producer
         producer.start()  # with the first run: the input arrives while the job runs
         self.run_plans(deque(plans), producer)
         completed = self.finished
@@ -293,6 +412,8 @@ class Chaos:
             except BaseException:  # interrupted: leave no job behind
                 if self.current is not None:
                     self.kill_driver(self.current, {})
+                if self.zombie is not None:
+                    self.kill_driver(self.zombie.process, self.zombie.below)
                 raise
             if left is None:
                 continue
@@ -319,13 +440,17 @@ class Chaos:
                                      self.say, lambda events: query.model(events, self.query), query.OUTPUT)
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
+        if self.producer is not None:
+            self.tally.aborted_input = self.producer.aborted
         self.say(f"summary: {self.tally.summary()} completed={str(completed).lower()} "
                  f"duration={self.say.elapsed():.0f}s")
+        for failure in self.tally.zombie_failures:
+            self.say(f"  problem: {failure}")
         self.say.line(verdict_line(self.seed, self.guarantee, records, self.tally, verdict))
         if not completed:
             return 1
         if self.guarantee == "exactly-once":
-            return 0 if verdict.exactly_once else 1
+            return 0 if verdict.exactly_once and not self.tally.zombie_failures else 1
         return 0
 
 
@@ -344,12 +469,21 @@ class RunWatch:
                                        if plan.end == KILL and not plan.kill_after_batches else None)
         self.drained_at: float | None = None
         self.below: dict[int, tuple[int, int]] = {}  # the run's processes, remembered as they appear
+        self.output_watch = (OutputWatch(chaos.bootstrap_servers, [chaos.output_topic, chaos.dead_letter_topic],
+                                         process) if plan.end == OUTPUT_KILL else None)
+        if self.output_watch is not None:
+            self.output_watch.start()
 
     def until_end(self, producer: InputProducer) -> str | None:
         """Watch until the run ends: "killed" or "stopped" when the runner ended it, else None."""
         polls = 0
         while self.process.poll() is None:
             now = time.monotonic()
+            zombie = self.chaos.zombie
+            if zombie is not None and not zombie.woken and now - self.started >= zombie.wake_after:
+                zombie.wake()
+                self.chaos.say(f"run {self.chaos.tally.runs}: the zombie woken (SIGCONT) "
+                               f"{now - self.started:.1f}s after this run's start")
             if polls % 4 == 0:
                 self.below.update(descendants(self.process.pid))
             polls += 1
@@ -360,6 +494,11 @@ class RunWatch:
             if ending:
                 return ending
             time.sleep(0.25)
+        if self.output_watch is not None and self.output_watch.fired:
+            self.chaos.say(f"run {self.chaos.tally.runs}: SIGKILL of the driver's process group "
+                           f"{self.output_watch.fired_after:.3f}s after its first output record was visible "
+                           f"({time.monotonic() - self.started:.1f}s after start)")
+            return "killed"
         return None
 
     def disrupt_when_due(self, now: float, done_here: int) -> None:
@@ -387,7 +526,8 @@ class RunWatch:
                     self.pending.clear()
                 chaos.stop_drained(self.process, self.below)
                 return "stopped"
-            if now - self.drained_at > 20:
+            waking = chaos.zombie is not None and not chaos.zombie.woken  # it must wake beside a live driver
+            if now - self.drained_at > 20 and not waking:
                 chaos.say(f"{run}: the input is drained and nothing fired: SIGKILL")
                 return self.kill()
         if now - self.started > chaos.profile.run_timeout or now > chaos.deadline:

@@ -34,13 +34,21 @@ class Tally:
     query_restarts: int = 0  # in-process restarts by the runner's restart strategy
     unexpected_exits: int = 0
     runs: int = 0
+    output_kills: int = 0  # of the kills: the moment the run's first output was visible
+    broker_faults: Counter[str] = field(default_factory=Counter)  # by kind (plan.BROKER_FAULTS)
+    zombies: int = 0  # zombie drivers woken ...
+    zombie_failures: list[str] = field(default_factory=list)  # ... that did not stop as they must
+    input_growths: int = 0
+    aborted_input: int = 0  # input records in aborted transactions
 
     def summary(self) -> str:
         points = ", ".join(f"{p}={n}" for p, n in sorted(self.fault_points.items()))
-        return (f"runs={self.runs} kills={self.kills} faults={self.faults} ({points}) "
-                f"worker_kills={self.worker_kills} query_restarts={self.query_restarts} "
-                f"broker_restarts={self.broker_restarts} s3_restarts={self.s3_restarts} "
-                f"unexpected_exits={self.unexpected_exits}")
+        brokers = ", ".join(f"{kind}={n}" for kind, n in sorted(self.broker_faults.items()))
+        return (f"runs={self.runs} kills={self.kills} (output_kills={self.output_kills}) faults={self.faults} "
+                f"({points}) worker_kills={self.worker_kills} query_restarts={self.query_restarts} "
+                f"broker_restarts={self.broker_restarts} ({brokers}) s3_restarts={self.s3_restarts} "
+                f"zombies={self.zombies} (failed: {len(self.zombie_failures)}) input_growths={self.input_growths} "
+                f"aborted_input={self.aborted_input} unexpected_exits={self.unexpected_exits}")
 
 
 def kept_event(key_field: str, malformed: set[bytes]) -> Callable[[bytes | None], Event | None]:

@@ -46,6 +46,7 @@ class KafkaHandle:
     container_id: str | None = None
     restart_broker: Callable[[], None] | None = None  # kill -9 and start again on the same data
     sasl_bootstrap_servers: str | None = None  # the SASL_PLAINTEXT listener (sasl.py) of a broker we started
+    cluster: LocalKafkaCluster | None = None  # a local cluster's nodes, for faults of one node in particular
 
     def describe(self) -> str:
         return (
@@ -114,7 +115,8 @@ def cluster_handle(cluster: LocalKafkaCluster) -> KafkaHandle:
     """A started cluster as a handle: its broker restart kills and restarts one node, each in turn."""
     provider = "testcontainers" if cluster.launcher == "container" else "process"
     return KafkaHandle(f"{provider} ({len(cluster.nodes)} brokers)", cluster.bootstrap_servers,
-                       restart_broker=cluster.restart_next_node, sasl_bootstrap_servers=cluster.sasl_bootstrap_servers)
+                       restart_broker=cluster.restart_next_node, sasl_bootstrap_servers=cluster.sasl_bootstrap_servers,
+                       cluster=cluster)
 
 
 @contextmanager
