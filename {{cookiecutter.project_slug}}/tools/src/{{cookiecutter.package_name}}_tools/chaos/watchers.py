@@ -28,7 +28,7 @@ class OutputWatch(threading.Thread):
         self.bootstrap_servers, self.topics, self.process = bootstrap_servers, topics, process
         self.fired = False
         self.fired_after = 0.0  # seconds from the record's arrival to the SIGKILL
-        self._stop = threading.Event()
+        self._ended = threading.Event()
 
     def run(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
@@ -43,7 +43,7 @@ class OutputWatch(threading.Thread):
                     end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
                     assignment.append(TopicPartition(topic, partition, end))
             consumer.assign(assignment)
-            while not self._stop.is_set() and self.process.poll() is None:
+            while not self._ended.is_set() and self.process.poll() is None:
                 message = consumer.poll(0.05)
                 if message is None or message.error() is not None:
                     continue
@@ -58,7 +58,7 @@ class OutputWatch(threading.Thread):
             consumer.close()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._ended.set()
         self.join(30)
 
 
