@@ -144,6 +144,7 @@ class Chaos:
 
     # -- one run of the job ----------------------------------------------------------------
     def start_job(self, plan: RunPlan) -> tuple[subprocess.Popen, Path, int | None]:
+        """Start a run as planned, and say so: its process, its log and the batch its fault is armed at."""
         faults = _faults()
         env: dict[str, str] = {}
         fault_batch = None
@@ -162,6 +163,10 @@ class Chaos:
             launcher, cluster_env = self.cluster.submission(self.checkpoint_location, sys.executable)
             env.update(cluster_env)
         process = start_job(["run"], self.settings(plan), self.workdir, log_path, env, launcher)
+        self.current = process
+        self.say(f"run {self.tally.runs} (pid {process.pid}): {plan.describe()}"
+                 + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
+                 + f"; log {log_path.name}")
         return process, log_path, fault_batch
 
     def disrupt(self, kind: str, process: subprocess.Popen, patient: bool) -> str | None:
@@ -240,11 +245,7 @@ class Chaos:
             return self.freeze_a_zombie(plan, producer)
         before = self.last_committed()
         fired_before = len(self.fired())
-        process, log_path, fault_batch = self.start_job(plan)
-        self.current = process
-        self.say(f"run {self.tally.runs} (pid {process.pid}): {plan.describe()}"
-                 + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
-                 + f"; log {log_path.name}")
+        process, log_path, _ = self.start_job(plan)
         watch = RunWatch(self, plan, process, before)
         try:
             ending = watch.until_end(producer)
@@ -298,14 +299,9 @@ class Chaos:
         protocol or a moment after its first batch, and return the replacement's run: it starts on
         the same checkpoint, wakes the zombie `plan.zombie_wake` seconds in, and is killed 15-30 s
         after that."""
-        faults = _faults()
         before = self.last_committed()
         fired_before = len(self.fired())
         process, log_path, fault_batch = self.start_job(plan)
-        self.current = process
-        self.say(f"run {self.tally.runs} (pid {process.pid}): {plan.describe()}"
-                 + (f" -> {faults.BATCH_VARIABLE}={fault_batch}" if fault_batch is not None else "")
-                 + f"; log {log_path.name}")
         zombie = Zombie(process, log_path, plan.zombie_point, fault_batch, self.fault_log)
         started = time.monotonic()
         moment: float | None = None
