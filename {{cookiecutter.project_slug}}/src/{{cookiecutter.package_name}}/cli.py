@@ -6,7 +6,9 @@ chaos, bench, kafka up|down) are `{{ cookiecutter.project_slug }}-tools`, instal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
+import io
 import json
 import logging
 import os
@@ -209,8 +211,10 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(message)s")
     quiet_libraries()  # py4j's traceback of a failed batch at DEBUG: the job says it in one line
     # A driver that seems stuck: `kill -USR1 <pid>` prints every Python thread's stack to stderr
-    # and the job goes on (`kill -QUIT` on its JVM does the same for Java's threads).
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # and the job goes on (`kill -QUIT` on its JVM does the same for Java's threads). Not where
+    # stderr is no file (a caller capturing it): there is nowhere to print them then.
+    with contextlib.suppress(io.UnsupportedOperation, ValueError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

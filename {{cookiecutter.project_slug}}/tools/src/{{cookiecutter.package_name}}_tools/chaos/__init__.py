@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "smoke: quick with three fault points, chosen by the seed; "
                              "long: 200,000 events over 8 partitions, more kills; "
                              "soak: 1,000,000 events, over 100 driver kills, zombies, every broker fault "
-                             "(hours; with --kafka-brokers 3)")
+                             "(run it with --kafka-brokers 3)")
     parser.add_argument("--guarantee", choices=GUARANTEES, default="exactly-once",
                         help="the sink's delivery guarantee under test")
     parser.add_argument("--seed", type=int, help="seed of every random choice (default: a random one, printed)")
