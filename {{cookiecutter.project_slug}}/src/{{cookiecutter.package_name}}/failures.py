@@ -192,17 +192,21 @@ def _kafka_table() -> dict[int, tuple[Outcome, str | None]]:
     table |= {code: (Outcome.STOP, option) for code, option in refused.items()}
     table |= {code: (Outcome.STOP, "kafka.message.max.bytes") for code in too_large}
     table |= {code: (Outcome.RIDE_OUT, None) for code in outage}
-    table[E._FATAL] = (Outcome.HALT, None)  # a client that met a fatal error earlier: it cannot go on
+    # A client that met a fatal error earlier, which it no longer names: it may have been a fence,
+    # and a retry would fence the newer instance back (shard_transaction.fatal_cause finds it first).
+    table[E._FATAL] = (Outcome.HALT, None)
     return table
 
 
 def kafka_outcome(error: Any) -> tuple[Outcome, str | None]:
-    """A KafkaError's outcome and option: by code (`_kafka_table`); otherwise a fatal error halts
-    (its code named in the line: not every fatal error is a fence), any other is retried."""
+    """A KafkaError's outcome and option: by code (`_kafka_table`), else retried. A fatal error
+    whose code is not a fence ends the client that met it, not the job: the restart's new client
+    starts afresh (a producer's init_transactions aborts what the old one left open), and one that
+    comes back each time ends with the restart strategy."""
     known = _kafka_table().get(error.code())
     if known is not None:
         return known
-    return (Outcome.HALT, None) if error.fatal() else (Outcome.RETRY, None)
+    return (Outcome.RETRY, None)
 
 
 # Spark's error conditions that no restart can change: the checkpoint's state was written by

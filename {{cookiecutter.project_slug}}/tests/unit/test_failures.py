@@ -53,7 +53,7 @@ def test_every_exception_class_of_the_job_declares_its_outcome():
     (KafkaError._TIMED_OUT, False, Outcome.RIDE_OUT, None),  # "Timed out waiting for controller"
     (KafkaError.COORDINATOR_NOT_AVAILABLE, False, Outcome.RIDE_OUT, None),
     (KafkaError.NOT_ENOUGH_REPLICAS, False, Outcome.RIDE_OUT, None),
-    (KafkaError.INVALID_TXN_STATE, True, Outcome.HALT, None),  # fatal, but no fence: its own outcome
+    (KafkaError.INVALID_TXN_STATE, True, Outcome.RETRY, None),  # fatal, but no fence: a new producer can go on
     (KafkaError.UNKNOWN, False, Outcome.RETRY, None),
 ])
 def test_kafka_errors_are_judged_by_their_code(code, fatal, outcome, option):
@@ -74,7 +74,7 @@ class _Settings:
 @pytest.mark.parametrize(("code", "fatal", "raised", "outcome"), [
     (KafkaError._FENCED, True, shard_transaction.ProducerFenced, Outcome.FENCED),
     (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, shard_transaction.TransactionalIdRefused, Outcome.STOP),
-    (KafkaError.INVALID_TXN_STATE, True, shard_transaction.KafkaFatal, Outcome.HALT),
+    (KafkaError.INVALID_TXN_STATE, True, shard_transaction.KafkaFatal, Outcome.RETRY),
     (KafkaError._TIMED_OUT, False, shard_transaction.CommitFailed, Outcome.RIDE_OUT),
     (KafkaError.UNKNOWN, False, shard_transaction.CommitFailed, Outcome.RETRY),
 ])
@@ -155,7 +155,7 @@ def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypa
     ("CommitFailed", "fenced", shard_transaction.CommitFailed, Outcome.RETRY),  # Kafka's fenced code, met elsewhere
     ("RecordRejected", "stop", shard_transaction.RecordRejected, Outcome.STOP),
     ("RecomputedDifferently", "retry", shard_transaction.RecomputedDifferently, Outcome.RETRY),
-    ("KafkaFatal", "halt", shard_transaction.KafkaFatal, Outcome.HALT),
+    ("KafkaFatal", "retry", shard_transaction.KafkaFatal, Outcome.RETRY),
     ("CommitFailed", "ride out", shard_transaction.CommitFailed, Outcome.RIDE_OUT),
     ("SomethingNew", "retry", shard_transaction.CommitFailed, Outcome.RETRY),
 ])

@@ -51,10 +51,13 @@ class CommitFailed(JobFailure, RuntimeError):
 
 
 class KafkaFatal(JobFailure, RuntimeError):
-    """The producer met a fatal error that is not a fence (its code is in the message): the
-    producer is unusable and a restart would meet the same, so the job stops."""
+    """The producer met a fatal error that is not a fence (its code is in the message): this
+    producer cannot go on, a new one can. The batch fails and runs again with new producers, whose
+    init_transactions aborts what this one left open (a broker that hung under a transaction can
+    leave the producer so: INVALID_TXN_STATE on the abort). An error that comes back each time
+    ends with the restart strategy."""
 
-    outcome = Outcome.HALT
+    outcome = Outcome.RETRY
 
 
 class RecordRejected(JobFailure, RuntimeError):
@@ -247,7 +250,7 @@ def failed_transaction(settings: SinkSettings, shard: CommitShard, batch_id: int
                               "this one stops.")
     if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
         return TransactionalIdRefused.of(settings)
-    if outcome is Outcome.HALT:
-        return KafkaFatal(f"{where}: the producer cannot go on; the job stops")
+    if error.fatal():
+        return KafkaFatal(f"{where}: the producer cannot go on; the batch runs again with new producers")
     retried = f", aborted {attempt + 1} times" if error.txn_requires_abort() else ""
     return CommitFailed(f"batch {batch_id}, shard {shard.shard}{retried}: {error.str()} ({error.name()})", outcome)
