@@ -42,6 +42,8 @@ from .report import Reporter
 from .verdict import EXCLUDED_KEY, Tally, judge_run, retried, verdict_line
 from .watchers import OutputWatch, Zombie
 
+TRANSACTIONAL_ID_PREFIX = "chaos"
+
 
 def _faults() -> Any:
     """sink/faults.py, imported only when used: importing the sink package imports pyspark."""
@@ -85,8 +87,8 @@ class Chaos:
                   "dead_letter_topic": self.dead_letter_topic, "marker_topic": self.marker_topic}
         s3 = self.cluster.s3_settings("${" + SECRET_VARIABLE + "}") if self.cluster else {}
         return {
-            **disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, "chaos", self.guarantee,
-                                      self.checkpoint_location),
+            **disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, TRANSACTIONAL_ID_PREFIX,
+                                      self.guarantee, self.checkpoint_location),
             **query_settings(self.query),
             "max_offsets_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
                                            else self.profile.max_offsets_per_trigger),
@@ -199,8 +201,10 @@ class Chaos:
                 self.say(f"{run}: {kind} skipped: it needs a local three-broker cluster (--kafka-brokers 3)")
                 return "skipped"
             self.say(f"{run}: broker fault {kind} ...")
-            done = disruptions.cluster_fault(kind, self.kafka.cluster, self.rng, self.output_topic,
-                                             f"chaos-{self.sink_id}-0")
+            from {{ cookiecutter.package_name }}.sink.settings import transactional_ids
+
+            shard_0 = transactional_ids(TRANSACTIONAL_ID_PREFIX, self.sink_id) + "0"  # the coordinator's faults' target
+            done = disruptions.cluster_fault(kind, self.kafka.cluster, self.rng, self.output_topic, shard_0)
             self.tally.broker_restarts += 1
             self.tally.broker_faults[kind] += 1
             self.say(f"{run}: {done}")
