@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
 from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
 from {{ cookiecutter.package_name }}_tools.verify import Verdict
 
@@ -152,17 +153,12 @@ def on_all_but_one_broker(cluster: LocalKafkaCluster, job: JobUnderTest) -> tupl
     which that broker leads: hung, it holds up nothing else of the job's (its input, the other
     output partition and the dead letters have no replica there to wait for). Returns the job
     and that broker."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     hung, *others = sorted(cluster.nodes)
     away = [others, others[::-1]]  # two replicas each (a topic's partitions all have as many)
     topics = {"input_topic": [away[p % 2] for p in range(4)], "output_topic": [[hung, others[0]], others],
               "dead_letter_topic": [others]}
     names = {option: f"{option.split('_')[0]}-{uuid.uuid4().hex[:10]}" for option in topics}
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    for future in admin.create_topics([NewTopic(names[option], len(replicas), replica_assignment=replicas)
-                                       for option, replicas in topics.items()]).values():
-        future.result(timeout=60)
+    create_topics(cluster.bootstrap_servers, {names[option]: replicas for option, replicas in topics.items()})
     return dataclasses.replace(job, **names), hung
 
 

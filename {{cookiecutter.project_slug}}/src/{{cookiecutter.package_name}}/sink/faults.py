@@ -45,6 +45,9 @@ WRITING_SPARK_COMMIT = "writing_spark_commit"
 POINTS = (BATCH_COMPUTED, AFTER_LOG_ENTRY, BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED,
           WRITING_SPARK_COMMIT)
 BEFORE_KAFKA = (BATCH_COMPUTED, AFTER_LOG_ENTRY)  # nothing of the batch on Kafka yet
+# The points the at-least-once sink passes once its records are on Kafka (it has no transaction to
+# commit: they fire one after the other, a crash at any of them re-runs the batch).
+AFTER_PRODUCE = (BEFORE_KAFKA_COMMIT, AFTER_KAFKA_COMMIT, AFTER_LOG_COMMITTED)
 # Savepoints (savepoints/), batch 0: `savepoint create` wrote the state, not the manifest;
 # `run --from-savepoint` copied the seed into the new checkpoint, not the origin file.
 SAVEPOINT_STATE_WRITTEN = "savepoint_state_written"

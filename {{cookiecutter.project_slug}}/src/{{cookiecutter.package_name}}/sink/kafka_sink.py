@@ -126,9 +126,8 @@ class KafkaSink:
             if references:
                 more = self._read_back(output.sparkSession, references, batch_id)
                 more.mapInArrow(produce, TASK_OUTPUT).collect()
-            for point in faults.POINTS[:-1]:
-                if point not in faults.BEFORE_KAFKA:
-                    faults.maybe_crash(point, batch_id)
+            for point in faults.AFTER_PRODUCE:
+                faults.maybe_crash(point, batch_id)
         else:
             offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id)
             if self.placement.previous_offsets is None:  # the first batch of this run: where the one before ended

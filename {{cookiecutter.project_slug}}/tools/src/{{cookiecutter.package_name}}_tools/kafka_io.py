@@ -4,21 +4,27 @@ produce that waits when librdkafka's local queue is full instead of failing."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the client is imported when used: the CLI builds its parser without it
     from confluent_kafka import Producer
 
 
-def create_topics(bootstrap_servers: str, partitions: Mapping[str, int], config: Mapping[str, str] | None = None,
-                  client: Mapping[str, Any] | None = None) -> None:
+def create_topics(bootstrap_servers: str, partitions: Mapping[str, int | Sequence[Sequence[int]]],
+                  config: Mapping[str, str] | None = None, client: Mapping[str, Any] | None = None) -> None:
     """Create each topic with its partition count and the cluster's default replication
-    (`default.replication.factor`: 1 on a broker alone, 3 on the local cluster)."""
+    (`default.replication.factor`: 1 on a broker alone, 3 on the local cluster), or with its
+    replica assignment: one list of broker ids per partition, the preferred leader first."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    def new_topic(name: str, layout: int | Sequence[Sequence[int]]) -> NewTopic:
+        if isinstance(layout, int):
+            return NewTopic(name, layout, -1, config=dict(config or {}))
+        return NewTopic(name, len(layout), replica_assignment=[list(r) for r in layout], config=dict(config or {}))
+
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client or {})})
-    futures = admin.create_topics([NewTopic(name, n, -1, config=dict(config or {})) for name, n in partitions.items()])
+    futures = admin.create_topics([new_topic(name, layout) for name, layout in partitions.items()])
     for future in futures.values():
         future.result(timeout=60)
 

@@ -348,10 +348,10 @@ class Chaos:
         at-least-once sink (which has no fencing) it is only reported."""
         if not zombie.woken:
             zombie.wake()
-        code, last_line = zombie.outcome(timeout=240)
+        outcome = zombie.outcome(timeout=240)
         self.tally.zombies += 1
-        verdict = f"zombie (pid {zombie.process.pid}) woken: exit {code}, last line: {last_line!r}"
-        if self.guarantee == "exactly-once" and not zombie.stopped_as_it_must(code):
+        verdict = f"zombie (pid {zombie.process.pid}) woken: exit {outcome.code}, last line: {outcome.last_line!r}"
+        if self.guarantee == "exactly-once" and not outcome.stopped_as_it_must:
             self.tally.zombie_failures.append(verdict)
             self.say(f"{verdict}: NOT the one-line stop of a zombie")
         else:

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 from ..processes import descendants
 from .disruptions import kill_driver
@@ -62,6 +63,12 @@ class OutputWatch(threading.Thread):
         self.join(30)
 
 
+class ZombieOutcome(NamedTuple):
+    code: int | None  # its exit status; None: killed, still running after the wait
+    last_line: str
+    stopped_as_it_must: bool
+
+
 class Zombie:
     """A driver frozen with SIGSTOP (a long GC pause, a stalled VM), its pause at a point of the
     commit protocol held by the fault injection, or none (a random moment)."""
@@ -95,20 +102,16 @@ class Zombie:
                 os.kill(pid, signal.SIGCONT)
         self.woken = True
 
-    def outcome(self, timeout: float) -> tuple[int | None, str]:
-        """(its exit status, its log's last line), once it stopped; killed after `timeout` seconds
-        (status None)."""
+    def outcome(self, timeout: float) -> ZombieOutcome:
+        """How it ended, once it stopped; killed after `timeout` seconds (status None)."""
         try:
             code: int | None = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             code = None
         kill_driver(self.process, self.below)
-        lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
-        last = lines[-1] if lines else ""
-        return code, (last if code is not None else f"still running {timeout:.0f}s after waking: killed; {last}")
-
-    def stopped_as_it_must(self, code: int | None) -> bool:
-        """Stopped by itself with the refusal's status (1) and one line saying why, no traceback."""
         output = self.log_path.read_text(errors="replace")
-        last = [line for line in output.splitlines() if line.strip()][-1:] or [""]
-        return code == 1 and last[0].startswith("error: stopping:") and "Traceback" not in output
+        last = ([line for line in output.splitlines() if line.strip()] or [""])[-1]
+        # Stopped by itself with the refusal's status (1) and one line saying why, no traceback.
+        clean = code == 1 and last.startswith("error: stopping:") and "Traceback" not in output
+        return ZombieOutcome(code, last if code is not None else
+                             f"still running {timeout:.0f}s after waking: killed; {last}", clean)
