@@ -105,6 +105,9 @@ def test_the_soak_schedule_has_the_figures_it_promises_on_three_brokers():
                if any(kind == WORKER for kind, _ in plan.disruptions)]
     assert workers and all(plan.publish_from == "tasks" for plan in workers)
     assert soak.events >= 1_000_000 and soak.commit_shards > 1 and soak.aborted_input_share > 0
+    # Input for every planned run: a run commits 2-3 batches on average (measured in a soak on three
+    # brokers), and a fault that finds no batch to fire in cannot fire.
+    assert soak.events / soak.max_offsets_per_trigger >= 3.5 * len(plans), (soak.events, len(plans))
 
 
 def test_the_clusters_broker_faults_are_not_planned_on_one_broker():

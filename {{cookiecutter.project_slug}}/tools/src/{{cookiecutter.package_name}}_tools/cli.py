@@ -9,6 +9,7 @@ import importlib
 import json
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -171,4 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), argv)
+    # SIGTERM (a cancelled CI job, `kill`) ends a tool as Ctrl-C does: the brokers, clusters and
+    # jobs it started are stopped on the way out instead of left running.
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return run_command(build_parser(), argv)
+    except KeyboardInterrupt as interrupt:
+        signum = interrupt.args[0] if interrupt.args else signal.SIGINT
+        report_exit(f"interrupted ({signal.Signals(signum).name}): what this command started is stopped")
+        return 128 + signum
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signum)

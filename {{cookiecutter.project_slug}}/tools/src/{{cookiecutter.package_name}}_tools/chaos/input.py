@@ -18,25 +18,41 @@ class InputProducer(threading.Thread):
     patient (a broker restart only delays it); the verifier reads back what the topic holds.
     After every `abort_every`-th chunk (0: never), copies of the chunk's first records go to the
     topic in a transaction that is then aborted: a read_committed job must never count them.
-    The topic may gain partitions meanwhile (`grow`): the next chunks use them."""
+    The topic may gain partitions meanwhile (`grow`): the next chunks use them. The last `held`
+    chunks wait for a growth each (or for `release`), so that every growth, however late the
+    schedule brings it, is followed by input on every partition, the new ones too."""
 
     ABORTED_PER_CHUNK = 200
 
     def __init__(self, bootstrap_servers: str, topic: str, values: list[bytes], partitions: int,
-                 chunks: int, interval: float, say: Callable[[str], None], abort_every: int = 0) -> None:
+                 chunks: int, interval: float, say: Callable[[str], None], abort_every: int = 0,
+                 held: int = 0) -> None:
         super().__init__(name="chaos-input", daemon=True)
         self.bootstrap_servers, self.topic, self.values = bootstrap_servers, topic, values
         self.partitions, self.chunks, self.interval, self.say = partitions, chunks, interval, say
-        self.abort_every = abort_every
+        self.abort_every, self.held = abort_every, held
         self.produced = 0
         self.aborted = 0  # records produced in transactions that were aborted
         self.errors: list[str] = []
         self.done = threading.Event()
         self._grown_to: int | None = None
+        self._growths = threading.Semaphore(0)  # one per growth: lets one held chunk go
+        self._released = threading.Event()  # no growth to come: the held chunks go
+        self.holding = False  # a held chunk waits for a growth
 
     def grow(self, partitions: int) -> None:
-        """The topic has `partitions` now: the next chunk spreads over them (once its producer sees them)."""
+        """The topic has `partitions` now: the next chunk spreads over them (once its producer sees
+        them), and a held chunk may go."""
         self._grown_to = partitions
+        self.let_one_go()
+
+    def let_one_go(self) -> None:
+        """One held chunk goes, without a growth (the job ran out of input before the growth came)."""
+        self._growths.release()
+
+    def release(self) -> None:
+        """No growth is coming any more: the held chunks go now."""
+        self._released.set()
 
     def run(self) -> None:
         from confluent_kafka import Producer
@@ -52,9 +68,12 @@ class InputProducer(threading.Thread):
 
         try:
             size = -(-len(self.values) // self.chunks)
-            for chunk, start in enumerate(range(0, len(self.values), size)):
+            starts = range(0, len(self.values), size)
+            for chunk, start in enumerate(starts):
                 if chunk:
                     time.sleep(self.interval)
+                if chunk >= len(starts) - self.held:
+                    self._wait_for_a_growth()
                 self._take_growth(producer)
                 for i in range(start, min(start + size, len(self.values))):
                     produce(producer, self.topic, self.values[i], partition=i % self.partitions,
@@ -72,6 +91,12 @@ class InputProducer(threading.Thread):
             self.say(f"input: producer failed: {error!r}")
         finally:
             self.done.set()
+
+    def _wait_for_a_growth(self) -> None:
+        self.holding = True
+        while not self._growths.acquire(timeout=1.0) and not self._released.is_set():
+            pass
+        self.holding = False
 
     def _take_growth(self, producer: Any) -> None:
         grown = self._grown_to

@@ -71,7 +71,7 @@ PROFILES = {
     # every point on the cluster already.
     "smoke": replace(QUICK, fault_points=3),
     # The nightly soak, on three brokers: a million events, every fault kind many times.
-    "soak": Profile(events=1_000_000, partitions=8, keys=2000, malformed_rate=0.005, max_offsets_per_trigger=4000,
+    "soak": Profile(events=1_000_000, partitions=8, keys=2000, malformed_rate=0.005, max_offsets_per_trigger=2000,
                     drain_records_per_trigger=100_000, chunks=100, chunk_interval=3.0, fault_rounds=10,
                     external_kills=15, output_kills=35, zombies=9, worker_kills=4, broker_restarts=2,
                     cluster_faults=2, input_growths=2, aborted_input_share=0.1, commit_shards=3,

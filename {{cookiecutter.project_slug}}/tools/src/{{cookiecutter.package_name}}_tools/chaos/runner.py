@@ -43,6 +43,9 @@ from .verdict import EXCLUDED_KEY, Tally, judge_run, retried, verdict_line
 from .watchers import OutputWatch, Zombie
 
 TRANSACTIONAL_ID_PREFIX = "chaos"
+# No batch for this long in a run while a chunk waits for a growth of the topic: the job ran out of
+# input before the schedule grew the topic, and the chunk goes without it.
+STARVED_SECONDS = 60
 
 
 def _faults() -> Any:
@@ -75,6 +78,7 @@ class Chaos:
         self.tally = Tally()
         self.input_end: dict[int, int] | None = None
         self.last_reported = -1
+        self.progress_at = time.monotonic()  # when a batch was last seen committed
         self.finished = False
         self.current: subprocess.Popen | None = None
         self.producer: InputProducer | None = None
@@ -138,7 +142,7 @@ class Chaos:
     def report_progress(self, force: bool = False) -> None:
         last = self.last_committed()
         if last != self.last_reported or force:
-            self.last_reported = last
+            self.last_reported, self.progress_at = last, time.monotonic()
             self.say(f"  batches committed so far: {last + 1} (last batch {last})")
 
     def fired(self) -> list[str]:
@@ -194,7 +198,7 @@ class Chaos:
             if self.producer is not None:
                 self.producer.grow(count)
             self.tally.input_growths += 1
-            self.say(f"{run}: the input topic grown to {count} partitions")
+            self.say(f"{run}: the input topic grown to {count} partitions; a chunk of input to all of them follows")
             return "grow"
         if kind in CLUSTER_FAULTS:
             if self.kafka.cluster is None:
@@ -375,7 +379,9 @@ class Chaos:
                           python_workers=python_workers, brokers=3 if self.kafka.cluster is not None else 1)
         self.say(f"input: {profile.events} records ({sample.malformed} malformed, {len(keys)} skewed keys) "
                  f"over {profile.partitions} partitions of {self.input_topic}, in {profile.chunks} chunks "
-                 f"{profile.chunk_interval:.0f}s apart while the job runs; "
+                 f"{profile.chunk_interval:.0f}s apart while the job runs"
+                 + (f" (the last {profile.input_growths} each after a growth of the topic)" if profile.input_growths
+                    else "") + "; "
                  f"max_offsets_per_trigger={profile.max_offsets_per_trigger}")
         self.say("plan: " + "; ".join(f"{i + 1}) {p.describe()}" for i, p in enumerate(plans))
                  + f"; {len(plans) + 1}) clean run until drained")
@@ -383,11 +389,16 @@ class Chaos:
             create_topics(self.bootstrap_servers, {self.input_topic: profile.partitions, self.output_topic: 2,
                                                    self.dead_letter_topic: 1}, client=QUIET)
         abort_every = round(1 / profile.aborted_input_share) if profile.aborted_input_share else 0
+        # The last chunks wait for the growths: input on the new partitions, however late they come.
         producer = InputProducer(self.bootstrap_servers, self.input_topic, sample.values, profile.partitions,
-                                 profile.chunks, profile.chunk_interval, self.say, abort_every)
+                                 profile.chunks, profile.chunk_interval, self.say, abort_every,
+                                 held=profile.input_growths)
         self.producer = producer
         producer.start()  # with the first run: the input arrives while the job runs
-        self.run_plans(deque(plans), producer)
+        try:
+            self.run_plans(deque(plans), producer)
+        finally:
+            producer.release()
         completed = self.finished
         producer.done.wait(max(1.0, self.deadline - time.monotonic()))
         if not completed:
@@ -400,6 +411,8 @@ class Chaos:
         most_runs = 3 * len(queue) + 10
         while not self.finished and time.monotonic() < self.deadline and self.tally.runs < most_runs:
             plan = queue.popleft() if queue else RunPlan(None)
+            if plan.end is None and not plan.disruptions:  # the plan is through: no growth to come
+                producer.release()
             if plan.attempt > 3:
                 self.say(f"giving up on fault {plan.end}: it did not fire in 3 runs")
                 continue
@@ -490,6 +503,11 @@ class RunWatch:
             self.chaos.report_progress()
             done_here = max(0, self.chaos.last_committed() - self.before)
             self.disrupt_when_due(now, done_here)
+            if producer.holding and now - max(self.chaos.progress_at, self.started) > STARVED_SECONDS:
+                producer.let_one_go()
+                self.chaos.progress_at = now
+                self.chaos.say(f"run {self.chaos.tally.runs}: no batch for {STARVED_SECONDS}s and a chunk held for "
+                               "a growth of the topic: it goes now")
             ending = self.end_when_due(now, done_here, producer)
             if ending:
                 return ending
