@@ -96,6 +96,24 @@ def test_a_skipped_batch_is_caught_although_the_final_count_is_right():
     assert "no record of batch 1" in verdict.problems[0]
 
 
+def test_batches_whose_start_spark_no_longer_keeps_are_judged_from_the_first_batch_it_keeps():
+    """Spark keeps the offsets of its last batches only: here batch 0's are gone, so batch 1 holds
+    all the input below its end. Its answer is judged, not which keys it changed; the next batch
+    is judged in full."""
+    records = [(0, offset, b"red") for offset in range(6)] + [(0, 6, b"oops")]
+    kept = {b"red": {"k": "red"}}.get
+
+    def judged(*published: tuple[int, int]) -> Verdict:
+        output = Published()
+        output.answers["red"] += [(batch, counted(n)) for batch, n in published]
+        return verify_batches(Verdict(), output, records, kept, {1: {0: 4}, 2: {0: 7}}, count_model)
+
+    assert judged((0, 2), (1, 4), (2, 6)).exactly_once
+    assert judged((0, 4), (2, 6)).exactly_once, "batch 1 may have changed nothing: its start is unknown"
+    assert judged((1, 5), (2, 6)).wrong_answers == 1
+    assert judged((0, 2), (1, 4)).missing_updates == 1
+
+
 def test_a_count_published_from_the_wrong_ranges_is_caught():
     verdict = batches_of_red((0, 2), (1, 5), (2, 6))
     assert verdict.wrong_answers == 1 and "batch 1: published [{'key': 'red', 'count': 5}], the input up to " \
@@ -261,3 +279,17 @@ def test_an_append_output_is_every_record_once_in_the_batch_its_input_is_in():
     assert (misplaced.lost, misplaced.duplicated) == (0, 0)
     assert (misplaced.wrong_answers, misplaced.missing_updates) == (1, 1) and not misplaced.exactly_once
     assert "batch 0: 1 records its input does not give" in misplaced.problems[0]
+
+
+def test_append_records_of_batches_whose_start_spark_no_longer_keeps_are_judged_together():
+    """Batch 0's offsets gone: batch 1's records and those before it are judged as one."""
+    events = [{"k": "red", "n": n} for n in range(4)]
+    records = [(0, n, str(n).encode()) for n in range(4)]
+    kept = {str(n).encode(): event for n, event in enumerate(events)}.get
+
+    def judged(output: Published) -> Verdict:
+        return verify_batches(Verdict(), output, records, kept, {1: {0: 4}}, copied_model, "append")
+
+    assert judged(records_of((0, 0), (0, 1), (1, 2), (1, 3))).exactly_once
+    assert judged(records_of((0, 0), (1, 2), (1, 3))).missing_updates == 1
+    assert judged(records_of((0, 0), (0, 1), (0, 1), (1, 2), (1, 3))).wrong_answers == 1
