@@ -47,7 +47,7 @@ class InputProducer(threading.Thread):
         self.let_one_go()
 
     def let_one_go(self) -> None:
-        """One held chunk goes, without a growth (the job ran out of input before the growth came)."""
+        """One held chunk may go: after a growth, or when the job ran out of input before one came."""
         self._growths.release()
 
     def release(self) -> None:
