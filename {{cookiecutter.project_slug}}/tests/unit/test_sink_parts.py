@@ -72,15 +72,15 @@ def count_model(events):
     return fingerprint.count_model(events, JobConfig(key_field="k", schema={"k": "string"}))
 
 
-def batches_of_red(*published: tuple[int, int]) -> Verdict:
+def batches_of_red(*published: tuple[int, int], ends: dict[int, dict[int, int]] | None = None) -> Verdict:
     """Input: 6 kept "red" events on partition 0 (offsets 0-5) and one malformed record (offset 6);
-    batches 0, 1, 2 end at offsets 2, 4, 7; the query's model is the count's."""
+    batches 0, 1, 2 end at offsets 2, 4, 7 (or `ends`); the query's model is the count's."""
     records = [(0, offset, b"red") for offset in range(6)] + [(0, 6, b"oops")]
     output = Published()
     output.answers["red"] += [(batch, counted(n)) for batch, n in published]
     kept = {b"red": {"k": "red"}}.get
     verdict = verify(output, Expected("upsert", {"red": counted(6)}), [])
-    return verify_batches(verdict, output, records, kept, {0: {0: 2}, 1: {0: 4}, 2: {0: 7}}, count_model)
+    return verify_batches(verdict, output, records, kept, ends or {0: {0: 2}, 1: {0: 4}, 2: {0: 7}}, count_model)
 
 
 def test_every_intermediate_count_is_checked_batch_by_batch():
@@ -100,13 +100,8 @@ def test_batches_whose_start_spark_no_longer_keeps_are_judged_from_the_first_bat
     """Spark keeps the offsets of its last batches only: here batch 0's are gone, so batch 1 holds
     all the input below its end. Its answer is judged, not which keys it changed; the next batch
     is judged in full."""
-    records = [(0, offset, b"red") for offset in range(6)] + [(0, 6, b"oops")]
-    kept = {b"red": {"k": "red"}}.get
-
     def judged(*published: tuple[int, int]) -> Verdict:
-        output = Published()
-        output.answers["red"] += [(batch, counted(n)) for batch, n in published]
-        return verify_batches(Verdict(), output, records, kept, {1: {0: 4}, 2: {0: 7}}, count_model)
+        return batches_of_red(*published, ends={1: {0: 4}, 2: {0: 7}})
 
     assert judged((0, 2), (1, 4), (2, 6)).exactly_once
     assert judged((0, 4), (2, 6)).exactly_once, "batch 1 may have changed nothing: its start is unknown"
@@ -260,13 +255,14 @@ def records_of(*published: tuple[int, int]) -> Published:
     return output
 
 
-def append_verdict(output: Published) -> Verdict:
-    """Input: kept events n=0..3 of key "red" on partition 0; batches 0 and 1 end at offsets 2 and 4."""
+def append_verdict(output: Published, ends: dict[int, dict[int, int]] | None = None) -> Verdict:
+    """Input: kept events n=0..3 of key "red" on partition 0; batches 0 and 1 end at offsets 2 and 4
+    (or `ends`)."""
     events = [{"k": "red", "n": n} for n in range(4)]
     records = [(0, n, str(n).encode()) for n in range(4)]
     kept = {str(n).encode(): event for n, event in enumerate(events)}.get
     verdict = verify(output, Expected.of(copied_model, events, "append"), [])
-    return verify_batches(verdict, output, records, kept, {0: {0: 2}, 1: {0: 4}}, copied_model, "append")
+    return verify_batches(verdict, output, records, kept, ends or {0: {0: 2}, 1: {0: 4}}, copied_model, "append")
 
 
 def test_an_append_output_is_every_record_once_in_the_batch_its_input_is_in():
@@ -283,12 +279,8 @@ def test_an_append_output_is_every_record_once_in_the_batch_its_input_is_in():
 
 def test_append_records_of_batches_whose_start_spark_no_longer_keeps_are_judged_together():
     """Batch 0's offsets gone: batch 1's records and those before it are judged as one."""
-    events = [{"k": "red", "n": n} for n in range(4)]
-    records = [(0, n, str(n).encode()) for n in range(4)]
-    kept = {str(n).encode(): event for n, event in enumerate(events)}.get
-
     def judged(output: Published) -> Verdict:
-        return verify_batches(Verdict(), output, records, kept, {1: {0: 4}}, copied_model, "append")
+        return append_verdict(output, ends={1: {0: 4}})
 
     assert judged(records_of((0, 0), (0, 1), (1, 2), (1, 3))).exactly_once
     assert judged(records_of((0, 0), (1, 2), (1, 3))).missing_updates == 1

@@ -172,14 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # SIGTERM (a cancelled CI job, `kill`) ends a tool as Ctrl-C does: the brokers, clusters and
-    # jobs it started are stopped on the way out instead of left running.
+    # SIGTERM (a cancelled CI job, `kill`) ends a tool as Ctrl-C does: the clean-up on the way out
+    # runs (chaos stops the brokers and jobs it started) instead of leaving them running.
     signal.signal(signal.SIGTERM, _terminated)
     try:
         return run_command(build_parser(), argv)
     except KeyboardInterrupt as interrupt:
         signum = interrupt.args[0] if interrupt.args else signal.SIGINT
-        report_exit(f"interrupted ({signal.Signals(signum).name}): what this command started is stopped")
+        report_exit(f"interrupted ({signal.Signals(signum).name})")
         return 128 + signum
 
 

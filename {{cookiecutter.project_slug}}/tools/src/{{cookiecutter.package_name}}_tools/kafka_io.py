@@ -18,10 +18,12 @@ def create_topics(bootstrap_servers: str, partitions: Mapping[str, int | Sequenc
     replica assignment: one list of broker ids per partition, the preferred leader first."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    settings = dict(config or {})
+
     def new_topic(name: str, layout: int | Sequence[Sequence[int]]) -> NewTopic:
         if isinstance(layout, int):
-            return NewTopic(name, layout, -1, config=dict(config or {}))
-        return NewTopic(name, len(layout), replica_assignment=[list(r) for r in layout], config=dict(config or {}))
+            return NewTopic(name, layout, -1, config=settings)
+        return NewTopic(name, len(layout), replica_assignment=[list(r) for r in layout], config=settings)
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(client or {})})
     futures = admin.create_topics([new_topic(name, layout) for name, layout in partitions.items()])
