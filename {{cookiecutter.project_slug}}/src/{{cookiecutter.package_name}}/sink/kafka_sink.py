@@ -45,10 +45,11 @@ from ..failures import JobFailure, Outcome
 from ..storage.checkpoint import SourceOffsets
 from . import faults
 from .at_least_once import TASK_OUTPUT, produce_task
-from .batch_records import DIGEST, HEADERS, SHARD, CombinedRecords, InlineRecords, result_too_large
+from .batch_records import DIGEST, SHARD, CombinedRecords, InlineRecords, result_too_large
 from .coordinator import Published, commit_batch
 from .distributed_records import DistributedRecords, distribute
 from .producers import ProducerPool
+from .publishing_tasks import WorkerWarmUp
 from .settings import SinkSettings
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class KafkaSink:
         self.stopping = stopping  # set by the runner: the job stops, no new batch starts publishing
         self.pool = ProducerPool()
         self.placement = Placement(settings.publish_from)
+        self.workers = WorkerWarmUp()
         self._published: OrderedDict[int, Published] = OrderedDict()
         self._failure: BaseException | None = None
 
@@ -150,6 +152,7 @@ class KafkaSink:
             finally:
                 if isinstance(batch, DistributedRecords):
                     batch.release()
+                    self.workers.used()
         faults.maybe_crash(faults.WRITING_SPARK_COMMIT, batch_id, self.settings.checkpoint)
 
     def _compute(self, spark: SparkSession, records: DataFrame, batch_id: int, offsets: SourceOffsets
@@ -165,6 +168,7 @@ class KafkaSink:
                                                      self.settings.shards), batch_id, "read-back")
                 if read_back is not None:
                     return self.placement.observed(offsets, CombinedRecords([inline, read_back]))
+        self.workers.before_phase_1(spark, self.settings.shards)
         distributed = distribute(records, self.settings.shards)
         if distributed.references:
             more = for_commit(self._read_back(spark, distributed.references, batch_id), self.settings.shards)
@@ -257,8 +261,8 @@ class Placement:
 def for_commit(records: DataFrame, shards: int) -> DataFrame:
     """Each record's hash (its part of the shard's digest, which a re-run is compared by) and its
     commit shard from its topic and key, so that a re-run of the batch puts every record in the
-    shard it had (a shard whose marker has the batch publishes nothing again)."""
-    hashed = ["topic", "key", "value", *([HEADERS] if HEADERS in records.columns else [])]
-    records = records.withColumn(DIGEST, F.xxhash64(*hashed))
-    shard = F.lit(0) if shards == 1 else F.pmod(F.xxhash64("topic", "key"), F.lit(shards))
-    return records.withColumn(SHARD, shard.cast("int"))
+    shard it had (a shard whose marker has the batch publishes nothing again). The hash covers
+    every column of the records (`*`: topic, key, value, and HEADERS where the query keeps them).
+    One DataFrame call, no schema fetched: this is on every batch's path (output_records.py)."""
+    shard = "0" if shards == 1 else f"pmod(xxhash64(topic, key), {int(shards)})"
+    return records.selectExpr("*", f"xxhash64(*) AS {DIGEST}", f"CAST({shard} AS INT) AS {SHARD}")

@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-per-batch", type=int, default=50_000,
                         help="records per Spark batch / plain transaction at most (default 50,000)")
     parser.add_argument("--commit-shards", type=int, default=1, help="commit_shards of the eos contender")
+    parser.add_argument("--publish-from", choices=("auto", "tasks", "driver"), default="auto",
+                        help="publish_from of the eos contender (default auto; `driver` publishes every batch from "
+                             "the driver, as the sink did before its publishing tasks)")
     parser.add_argument("--plain-commit-ms", type=float, default=100.0,
                         help="transaction interval of the plain loop (default 100, Kafka Streams' EOS default)")
     parser.add_argument("--commit-rows", type=int, default=10_000, help="output rows per microbenchmark batch")

@@ -31,7 +31,7 @@ def _loadavg() -> str:
 def _profile(args: argparse.Namespace) -> Profile:
     return Profile(events=args.events, partitions=args.partitions, keys=args.keys, rate=args.rate,
                    latency_seconds=args.latency_seconds, trigger_seconds=args.trigger_seconds,
-                   max_per_batch=args.max_per_batch, commit_shards=args.commit_shards,
+                   max_per_batch=args.max_per_batch, commit_shards=args.commit_shards, publish_from=args.publish_from,
                    plain_commit_ms=args.plain_commit_ms, seed=args.seed)
 
 

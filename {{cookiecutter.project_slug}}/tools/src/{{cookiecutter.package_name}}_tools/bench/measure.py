@@ -59,6 +59,7 @@ class Profile:
     max_per_batch: int = 50_000
     shuffle_partitions: int = 2
     commit_shards: int = 1
+    publish_from: str = "auto"
     plain_commit_ms: float = 100.0
     seed: int = 6
     timeout: float = 420.0
@@ -126,6 +127,7 @@ class Run:
                 "shuffle_partitions": str(p.shuffle_partitions), "ui_port": "0", "metrics_port": "0",
                 "max_offsets_per_trigger": str(p.max_per_batch),
                 "filter": self.keys.filter_expression(self.key_field), "commit_shards": str(p.commit_shards),
+                "publish_from": p.publish_from,
                 "restart_delay_seconds": "1",
             }
             command = [*python, f"{__package__}.jobproc", "--progress-file", str(self.progress_file)]
