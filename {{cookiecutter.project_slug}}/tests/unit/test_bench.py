@@ -156,6 +156,31 @@ def test_a_contenders_throughput_is_the_median_of_its_backlog_runs_and_lists_eac
     assert len(first["throughput"]["runs"]) == 2  # a failed run adds no figure
 
 
+def test_latency_rounds_pool_every_rounds_records_and_list_each_rounds_percentiles():
+    """With --latency-rounds, the latency percentiles are over every round's output records (one
+    30 s window moves too much from run to run), each round's p50 and p99 listed; the raw
+    figures stay out of the results."""
+    from {{ cookiecutter.package_name }}_tools.bench.measure import add_latency_run, drop_samples
+    from {{ cookiecutter.package_name }}_tools.bench.stats import distribution
+
+    def run(samples: list[float]) -> dict:
+        return {**contender_result("eos"), "latency": {
+            "rate_eps": 500.0, "seconds": 30.0, "events": 100, "records": len(samples),
+            "ms": distribution(samples, 1000), "cdf_ms": [], "samples_s": samples}}
+
+    first = run([0.1, 0.2, 0.3])
+    add_latency_run(first, first, round_number=1, position=1)
+    add_latency_run(first, run([0.4, 0.5, 0.6, 0.7]), round_number=2, position=2)
+    latency = first["latency"]
+    assert latency["ms"]["p50"] == distribution([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7], 1000)["p50"] == 400.0
+    assert (latency["records"], latency["events"]) == (7, 200)
+    assert [(r["round"], r["position"], r["p50"]) for r in latency["rounds"]] == [(1, 1, 200.0), (2, 2, 550.0)]
+    assert "samples_s" not in drop_samples(first)["latency"]
+
+    add_latency_run(first, {**contender_result("eos"), "latency": None}, round_number=3, position=1)
+    assert len(first["latency"]["rounds"]) == 2  # a round without a latency phase adds nothing
+
+
 def test_a_windowed_event_stream_counts_each_event_under_its_window_key():
     """With an event time, the bench's events carry it (the time they are produced) and its
     expected counts are per key and window, as the windowed count's output records are keyed."""

@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=8, help="input partitions (default 8)")
     parser.add_argument("--keys", type=int, default=8, help="distinct keys (default 8: sample.py's colours)")
     parser.add_argument("--rate", type=float, default=500.0, help="events/s of the latency phase (default 500)")
+    parser.add_argument("--latency-rounds", type=int, default=1,
+                        help="rounds that measure latency too (default 1; at most --rounds): its p50 and p99 are "
+                             "then over every round's output records, each round's listed in the JSON")
     parser.add_argument("--caught-up-rate", type=float, default=1000.0,
                         help="events/s of the caught-up run (2 s trigger, as in production; default 1000)")
     parser.add_argument("--caught-up-trigger", type=float, default=2.0,
@@ -58,6 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise SystemExit("bench: --rounds must be at least 1")
+    if not 1 <= args.latency_rounds <= args.rounds:
+        raise SystemExit(f"bench: --latency-rounds must be between 1 and --rounds ({args.rounds})")
     from .benchmark_run import run_bench
 
     return run_bench(args)

@@ -17,7 +17,7 @@ from typing import Any
 from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR
 
 from ..kafka_local import provide_kafka
-from .measure import Profile, Run, add_backlog_run, warm_job_start
+from .measure import Profile, Run, add_backlog_run, add_latency_run, drop_samples, warm_job_start
 from .microbench import commit_microbench
 from .report import markdown, plots, write_results
 from .stats import CONTENDERS, RESULT_SCHEMA, contender_result, summary, summary_line, validate
@@ -32,6 +32,7 @@ def _profile(args: argparse.Namespace) -> Profile:
     return Profile(events=args.events, partitions=args.partitions, keys=args.keys, rate=args.rate,
                    latency_seconds=args.latency_seconds, trigger_seconds=args.trigger_seconds,
                    max_per_batch=args.max_per_batch, commit_shards=args.commit_shards, publish_from=args.publish_from,
+                   latency_rounds=args.latency_rounds,
                    plain_commit_ms=args.plain_commit_ms, seed=args.seed)
 
 
@@ -95,7 +96,7 @@ def _caught_up(bootstrap: str, base: Profile, workdir: Path, names: list[str], a
     for name in [n for n in ("eos", "alos", "spark_kafka_job", "spark_kafka") if n in names]:
         log(f"bench: caught up at {profile.rate:g} events/s, trigger {profile.trigger_seconds:g}s: {name}")
         result = Run(name, bootstrap, profile, workdir).measure(latency=True, backlog=False, log=log)
-        rows[name] = {key: result.get(key) for key in ("latency", "error", "verified")}
+        rows[name] = {key: drop_samples(result).get(key) for key in ("latency", "error", "verified")}
     return rows
 
 
@@ -144,11 +145,16 @@ def run_bench(args: argparse.Namespace) -> int:
             for position, name in enumerate(order, 1):
                 log(f"bench: round {round_number}/{args.rounds}, {name}: {contender_result(name)['label']}")
                 run = Run(name, kafka.bootstrap_servers, profile, workdir)
-                if round_number == 1:  # the full measurement; later rounds time the backlog again
+                if round_number == 1:  # the full measurement; later rounds time the backlog (and latency) again
                     contenders[name] = run.measure(recovery=(name == "eos" and not args.no_recovery), log=log)
                     add_backlog_run(contenders[name], contenders[name], round_number, position)
+                    add_latency_run(contenders[name], contenders[name], round_number, position)
                 else:
-                    add_backlog_run(contenders[name], run.measure(latency=False, log=log), round_number, position)
+                    again = run.measure(latency=round_number <= profile.latency_rounds, log=log)
+                    add_backlog_run(contenders[name], again, round_number, position)
+                    add_latency_run(contenders[name], again, round_number, position)
+        for result in contenders.values():
+            drop_samples(result)
         commit: dict[str, Any] = {"runs": []}
         try:
             for shards in (1, 4):

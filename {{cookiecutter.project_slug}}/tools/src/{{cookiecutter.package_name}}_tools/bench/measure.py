@@ -60,6 +60,7 @@ class Profile:
     shuffle_partitions: int = 2
     commit_shards: int = 1
     publish_from: str = "auto"
+    latency_rounds: int = 1
     plain_commit_ms: float = 100.0
     seed: int = 6
     timeout: float = 420.0
@@ -97,6 +98,32 @@ def add_backlog_run(into: dict[str, Any], run: dict[str, Any], round_number: int
     into["throughput"] = {"events": measured["events"],
                           "seconds": round(statistics.median(r["seconds"] for r in runs), 3),
                           "eps": round(statistics.median(r["eps"] for r in runs), 1), "runs": runs}
+
+
+def add_latency_run(into: dict[str, Any], run: dict[str, Any], round_number: int, position: int) -> None:
+    """Add one run's latency phase to a contender's result: `latency.rounds` lists each run's p50
+    and p99 (round, position in that round's order); `ms` and `cdf_ms` describe every output
+    record of all of them together. One 30 s window is ~60 batches, and its p50 moved by a
+    fifth from run to run on a two-core machine; the rounds alternate order as the backlog's do."""
+    measured, latency = run.get("latency"), into.get("latency")
+    if not measured or not latency:
+        return
+    rounds = latency.setdefault("rounds", [])
+    if run is not into:
+        latency["samples_s"] = [*latency.get("samples_s", []), *measured.get("samples_s", [])]
+        latency["events"] += measured["events"]
+        latency["records"] = len(latency["samples_s"])
+        latency["ms"] = distribution(latency["samples_s"], 1000)
+        latency["cdf_ms"] = _samples(latency["samples_s"])
+    rounds.append({"round": round_number, "position": position, "p50": measured["ms"]["p50"],
+                   "p99": measured["ms"]["p99"]})
+
+
+def drop_samples(result: dict[str, Any]) -> dict[str, Any]:
+    """`result` without its latency phase's raw figures (kept for add_latency_run), which the
+    results' JSON does not carry: `cdf_ms` thins them."""
+    (result.get("latency") or {}).pop("samples_s", None)
+    return result
 
 
 class Run:
@@ -210,7 +237,7 @@ class Run:
             latencies = output_latencies(producer.produced_at, base, records)
             self.result["latency"] = {"rate_eps": p.rate, "seconds": p.latency_seconds, "events": producer.produced,
                                       "records": len(latencies), "ms": distribution(latencies, 1000),
-                                      "cdf_ms": _samples(latencies)}
+                                      "cdf_ms": _samples(latencies), "samples_s": latencies}
             log(f"bench: {self.name}: latency p50 {self.result['latency']['ms']['p50']} ms, "
                 f"p99 {self.result['latency']['ms']['p99']} ms")
             self.result["latency"]["batches"] = self._batches_since(started_ms)

@@ -147,13 +147,18 @@ def caught_up_table(results: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _in_rounds(rounds: int) -> str:
+    return f" in each of {rounds} rounds (percentiles over all)" if rounds > 1 else ""
+
+
 def markdown(results: dict[str, Any]) -> str:
     profile = results["profile"]
     env = results["environment"]
     lines = [
         "# Benchmark: the cost of exactly-once", "",
         f"{profile['events']:,} events backlog over {profile['partitions']} partitions, {profile['keys']:,} keys; "
-        f"latency at {profile['rate']:g} events/s for {profile['latency_seconds']:g}s; trigger "
+        f"latency at {profile['rate']:g} events/s for {profile['latency_seconds']:g}s"
+        f"{_in_rounds(profile.get('latency_rounds', 1))}; trigger "
         f"{profile['trigger_seconds']:g}s, at most {profile['max_per_batch']:,} records per batch; "
         f"{env.get('cpus')} CPUs, load average {env.get('loadavg_before')} → {env.get('loadavg_after')}; "
         f"Spark {env.get('pyspark')}, built-in connector {env.get('spark_kafka_connector') or '–'}. "
