@@ -285,3 +285,33 @@ def test_append_records_of_batches_whose_start_spark_no_longer_keeps_are_judged_
     assert judged(records_of((0, 0), (0, 1), (1, 2), (1, 3))).exactly_once
     assert judged(records_of((0, 0), (1, 2), (1, 3))).missing_updates == 1
     assert judged(records_of((0, 0), (0, 1), (0, 1), (1, 2), (1, 3))).wrong_answers == 1
+
+
+def test_the_publishing_workers_are_warmed_once_per_idle_minute(monkeypatch):
+    """A batch for the tasks starts the warm-up job only when no publishing job ran for
+    IDLE_SECONDS (Spark reaps an idle Python worker after a minute), one task per shard."""
+    from {{ cookiecutter.package_name }}.sink import publishing_tasks
+
+    started: list[int] = []
+    now = [1000.0]
+
+    class Thread:
+        def __init__(self, target, args, name, daemon):
+            self.args = args
+
+        def start(self):
+            started.append(self.args[1])
+
+    monkeypatch.setattr(publishing_tasks.threading, "Thread", Thread)
+    monkeypatch.setattr(publishing_tasks.time, "monotonic", lambda: now[0])
+    workers = publishing_tasks.WorkerWarmUp()
+    workers.before_phase_1(object(), 3)  # type: ignore[arg-type]
+    assert started == [3]
+    now[0] += 30
+    workers.used()
+    now[0] += publishing_tasks.WorkerWarmUp.IDLE_SECONDS - 1
+    workers.before_phase_1(object(), 3)  # type: ignore[arg-type]
+    assert started == [3]  # the last publishing job's workers are still there
+    now[0] += 2
+    workers.before_phase_1(object(), 2)  # type: ignore[arg-type]
+    assert started == [3, 2]
