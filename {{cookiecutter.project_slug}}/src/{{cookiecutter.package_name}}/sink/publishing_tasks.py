@@ -121,7 +121,7 @@ class WorkerWarmUp:
     this module and the client: ~1 s of phase 2's 4.3 s for a batch of a million records on 2
     cores). Spark keeps an idle worker for a minute (PythonWorkerFactory), so the warm-up runs
     again only after that long without a publishing job. It is a small job of one task per shard,
-    started just before phase 1's job: Spark's FIFO scheduler runs it first, on one core. On a
+    started just before phase 1's job: Spark's FIFO scheduler runs it first, a core per task. On a
     cluster it warms the executors its tasks land on, which may not be the publishing tasks'."""
 
     IDLE_SECONDS = 50.0  # below Spark's idle-worker time-out of 60 s
