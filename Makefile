@@ -15,7 +15,7 @@ $(VENV)/.installed: requirements-dev.txt
 
 ## Run every test: the template's own, then the rendered project's full suite on a real Kafka.
 test: venv
-	$(BIN)/pytest tests
+	$(BIN)/pytest -ra --durations=20 tests  # the 20 slowest: where the time goes
 
 ## Render a project with the default answers into demo/ and run its pipeline end to end.
 demo: venv
