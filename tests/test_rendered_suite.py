@@ -46,9 +46,15 @@ SHAPE_TESTS = {
 }
 
 
+def deselections(*tests: str) -> str:
+    """PYTEST_ADDOPTS's value leaving `tests` out (not --ignore: testpaths name them), each option
+    quoted: pytest splits the variable as a shell would, and a parametrized test's id may hold spaces."""
+    return " ".join(shlex.quote(f"--deselect={test}") for test in tests)
+
+
 def deselecting(*tests: str) -> str:
-    """PYTEST_ADDOPTS=... for a make target, leaving `tests` out (not --ignore: testpaths name them)."""
-    return "PYTEST_ADDOPTS=" + shlex.quote(" ".join(shlex.quote(f"--deselect={test}") for test in tests))
+    """PYTEST_ADDOPTS=... for a make target's command line, leaving `tests` out."""
+    return "PYTEST_ADDOPTS=" + shlex.quote(deselections(*tests))
 
 
 def shape_run(shape: str, tmp_path: Path, venv: Path) -> str:
@@ -62,8 +68,7 @@ def test_every_test_left_out_of_ci_names_one_the_rendered_project_has(rendered_d
                                                                          project_python: Path) -> None:
     """A deselection that names no test leaves nothing out, silently: each of LEFT_OUT must name one."""
     left_out = [test for tests in LEFT_OUT.values() for test in tests]
-    env = {**rendering_env(rendered_default),
-           "PYTEST_ADDOPTS": " ".join(shlex.quote(f"--deselect={test}") for test in left_out)}
+    env = {**rendering_env(rendered_default), "PYTEST_ADDOPTS": deselections(*left_out)}
     collected = subprocess.run([str(project_python), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                                 *sorted({test.split("::")[0] for test in left_out})],
                                cwd=rendered_default, env=env, capture_output=True, text=True, timeout=300, check=False)
