@@ -23,10 +23,11 @@ from .kafka.client import FETCH_MAX_WAIT_MS
 from .pipeline import query
 from .pipeline.changes import Changes
 from .pipeline.dead_letter_readback import dead_letter_reader
-from .pipeline.output_records import encode, for_batch
+from .pipeline.output_records import encode
 from .pipeline.parsing import event_schema, parse_records
 from .savepoints import Origin
-from .sink import KafkaSink
+from .sink import AT_LEAST_ONCE, KafkaSink
+from .sink.kafka_sink import for_commit
 from .spark.session import checkpoint_conf
 from .spark.session import spark_session as new_session
 from .storage import object_store
@@ -85,16 +86,13 @@ def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
                   stopping: threading.Event | None = None) -> tuple[DataStreamWriter, KafkaSink]:
     """The query's writer, and its sink (which says what it published for a batch)."""
     settings = savepoints.sink_settings(config, origin)
-    # The batch id the records carry has one definition, SinkSettings.output_batch_id.
-    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config),
-                                                                            settings.output_batch_id)
-
-    def encoder(records: DataFrame, batch_id: int) -> DataFrame:
-        return for_batch(records, settings.output_batch_id(batch_id))
-
-    sink = KafkaSink(settings, config.delivery_guarantee, encoder, read_back, stopping)
+    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config))
+    records = encode(changes.frame, config.output_topic, config.dead_letter_topic)
+    if config.delivery_guarantee != AT_LEAST_ONCE:  # each record's hash and commit shard, in the query's own plan
+        records = for_commit(records, settings.shards)
+    sink = KafkaSink(settings, config.delivery_guarantee, read_back, stopping)
     writer = (
-        encode(changes.frame, config.output_topic, config.dead_letter_topic).writeStream.foreachBatch(sink)
+        records.writeStream.foreachBatch(sink)
         .outputMode(changes.output_mode)
         .option("checkpointLocation", resolve_location(config.checkpoint_location))
         .trigger(processingTime=f"{config.trigger_interval_seconds} seconds")

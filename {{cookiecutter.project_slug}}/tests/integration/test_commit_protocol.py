@@ -51,7 +51,7 @@ def batch_records(topic: str, batch_id: int, rows: int) -> InlineRecords:
     return InlineRecords.of(pa.Table.from_pydict({
         "topic": [topic] * rows,
         "key": [k.encode() for k in keys],
-        "value": [json.dumps({"key": k, "count": 1, "batch_id": batch_id}).encode() for k in keys],
+        "value": [json.dumps({"key": k, "count": 1}).encode() for k in keys],
     }, schema=RECORDS_SCHEMA), 1)
 
 
@@ -251,8 +251,9 @@ def test_a_record_the_client_refuses_aborts_the_transaction_and_says_why(kafka, 
     settings = settings_for(kafka, tmp_path, new_topic, "too-large")
     shard = CommitShard(settings, 0)
     table = pa.Table.from_pydict({"topic": [output, output], "key": [b"small", b"huge"],
-                                  "value": [b"{}", b"x" * 2_000_000]}, schema=RECORDS_SCHEMA)
-    with pytest.raises(RecordRejected, match=r"key b'huge', 2000004 bytes.*message.max.bytes"):
+                                  "value": [b"{}", b'{"x": "' + b"x" * 2_000_000 + b'"}']}, schema=RECORDS_SCHEMA)
+    # The value as published: stamped with the batch id (`,"batch_id":0` before its closing brace).
+    with pytest.raises(RecordRejected, match=r"key b'huge', 2000026 bytes.*message.max.bytes"):
         publish(settings, shard, chunks_of(InlineRecords.of(table, 1), 0), 0)
     # The transaction was aborted, not left open: the same producer publishes the next batch.
     publish(settings, shard, chunks_of(batch_records(output, 1, 10), 0), 1)
@@ -339,7 +340,7 @@ def test_two_sinks_whose_ids_share_a_prefix_share_one_marker_topic_exactly(kafka
         keys = [f"{sink}-k{i}" for i in range(6)]
         return pa.Table.from_pydict({
             "topic": [output] * 6, "key": [k.encode() for k in keys],
-            "value": [json.dumps({"sink": sink, "batch_id": batch_id}).encode() for _ in keys],
+            "value": [json.dumps({"sink": sink}).encode() for _ in keys],
             "commit_shard": pa.array([i % 2 for i in range(6)], pa.int32()),
         })
 

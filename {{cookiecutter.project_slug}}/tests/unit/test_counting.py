@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from {{ cookiecutter.package_name }}.pipeline.changes import KIND_ANSWER, KIND_DEAD_LETTERS_IN_PARTITION
 from {{ cookiecutter.package_name }}.pipeline.counting import aggregate_changes
-from {{ cookiecutter.package_name }}.pipeline.output_records import encode, for_batch
+from {{ cookiecutter.package_name }}.pipeline.output_records import encode
 from {{ cookiecutter.package_name }}.pipeline.parsing import EventSchema, parse_records
+from {{ cookiecutter.package_name }}.sink.batch_records import with_batch_id
 
 SCHEMA = EventSchema(fields={"color": "string"}, key_field="color", max_record_bytes=1000)
 RECORDS_DDL = "topic STRING, partition INT, offset BIGINT, value BINARY"
@@ -19,6 +21,15 @@ VALUES = [b'{"color": "red"}', b"oops", b'{"color": "blue"}', b'{"color": "red"}
 
 def count():
     return [F.count(F.lit(1)).alias("count")]  # query.answer's default
+
+
+def published(records, batch_id):
+    """(topic, key, value as JSON or None) of each record as the sink publishes it in batch
+    `batch_id`: its value stamped with the batch id (with_batch_id)."""
+    rows = records.collect()
+    values = with_batch_id(pa.array([row["value"] and bytes(row["value"]) for row in rows], pa.binary()), batch_id)
+    return [(row["topic"], bytes(row["key"]), value and json.loads(value))
+            for row, value in zip(rows, values.to_pylist(), strict=True)]
 
 
 def changes(spark, schema=SCHEMA, values=VALUES, answer=None):
@@ -55,11 +66,9 @@ def test_keys_stay_where_their_hash_puts_them(spark):
 
 
 def test_output_records_are_final_kafka_bytes(spark):
-    records = for_batch(encode(changes(spark).frame, "counts", "dead"), 7).collect()
     by_topic: dict[str | None, list] = {}
-    for record in records:
-        value = None if record["value"] is None else json.loads(bytes(record["value"]))
-        by_topic.setdefault(record["topic"], []).append((bytes(record["key"]), value))
+    for topic, key, value in published(encode(changes(spark).frame, "counts", "dead"), 7):
+        by_topic.setdefault(topic, []).append((key, value))
     assert sorted(by_topic["counts"]) == [(b"blue", {"key": "blue", "count": 1, "batch_id": 7}),
                                           (b"red", {"key": "red", "count": 2, "batch_id": 7})]
     # Partition 0's dead letters, as a reference for the sink to read back.
@@ -73,11 +82,11 @@ def test_any_named_aggregates_are_the_answer_the_output_records_carry(spark):
     values = [b'{"color": "red", "amount": 3}', b"oops", b'{"color": "blue", "amount": 0}',
               b'{"color": "red", "amount": 4}']
     answer = [F.sum("amount").alias("total"), F.max("amount").alias("largest")]
-    records = for_batch(encode(changes(spark, schema, values, answer).frame, "sums", "dead"), 2).collect()
-    published = {bytes(r["key"]): json.loads(bytes(r["value"])) for r in records if r["topic"] == "sums"}
-    assert published == {b"red": {"key": "red", "total": 7, "largest": 4, "batch_id": 2},
-                         b"blue": {"key": "blue", "total": 0, "largest": 0, "batch_id": 2}}
-    assert [bytes(r["key"]) for r in records if r["topic"] is None] == [b"0"]
+    records = published(encode(changes(spark, schema, values, answer).frame, "sums", "dead"), 2)
+    assert {key: value for topic, key, value in records if topic == "sums"} == {
+        b"red": {"key": "red", "total": 7, "largest": 4, "batch_id": 2},
+        b"blue": {"key": "blue", "total": 0, "largest": 0, "batch_id": 2}}
+    assert [key for topic, key, _ in records if topic is None] == [b"0"]
 
 
 def test_read_back_dead_letters_are_final_kafka_bytes(spark, tmp_path):
@@ -87,8 +96,8 @@ def test_read_back_dead_letters_are_final_kafka_bytes(spark, tmp_path):
     from {{ cookiecutter.package_name }}.pipeline.parsing import SOURCE_COLUMNS
 
     records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(VALUES)], RECORDS_DDL)
-    dead = {bytes(r["key"]): json.loads(bytes(r["value"]))
-            for r in dead_letters(records.select(*SOURCE_COLUMNS, "value"), SCHEMA, "dead", 7).collect()}
+    dead = {key: value for _, key, value in published(dead_letters(records.select(*SOURCE_COLUMNS, "value"), SCHEMA,
+                                                                    "dead"), 7)}
     assert set(dead) == {b"events/0/1", b"events/0/4"}
     assert dead[b"events/0/1"]["reason"].startswith("not JSON") and dead[b"events/0/1"]["batch_id"] == 7
     assert list(dead[b"events/0/4"])[-1] == "batch_id" and dead[b"events/0/4"]["source_offset"] == 4

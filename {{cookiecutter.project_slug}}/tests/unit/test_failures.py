@@ -114,12 +114,16 @@ def test_the_sink_hands_over_the_exception_its_batch_failed_with():
 
     fenced = shard_transaction.ProducerFenced("transactional id job-sink-0: fenced")
 
-    def encode(output, batch_id):
-        raise fenced
+    class Output:  # the batch's records, whose publishing fails as a fenced producer would
+        def mapInArrow(self, *_):
+            raise fenced
 
-    sink = KafkaSink(SinkSettings.__new__(SinkSettings), "exactly-once", encode)
+    settings = SinkSettings(bootstrap_servers="127.0.0.1:1", checkpoint="unused", sink_id="sink",
+                            transactional_id_prefix="job", marker_topic="markers", shards=1, commit_timeout_seconds=1,
+                            client={})
+    sink = KafkaSink(settings, "at-least-once")
     with pytest.raises(shard_transaction.ProducerFenced):
-        sink(None, 3)  # type: ignore[arg-type]
+        sink(Output(), 3)  # type: ignore[arg-type]
     assert sink.take_failure() is fenced and sink.take_failure() is None
 
 

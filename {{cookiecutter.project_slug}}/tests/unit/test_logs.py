@@ -79,12 +79,12 @@ def test_the_batch_event_has_the_sinks_figures_for_that_batch():
                              "endOffset": {"events": {"0": 30, "1": 10}}}]}
     entry = LogEntry(batch_id=7, status=COMMITTED, transactional_ids=["t-0"], records_per_shard=[7])
     published = Published(entry, {config.output_topic: 5, config.dead_letter_topic: 2}, 0.0123,
-                          published_from="tasks", plan_seconds=0.03, phase1_seconds=0.2)
+                          published_from="tasks", phase1_seconds=0.2)
     fields = batch_event(progress, lag_per_partition(progress), config, published)["event"]
     assert fields == {"event": "batch", "batch_id": 7, "input_rows": 500,
                       "duration_ms": {"addBatch": 120, "triggerExecution": 180}, "lag": 10,
                       "lag_per_partition": {"events/0": 10, "events/1": 0},
-                      "output_records": 5, "dead_letters": 2, "plan_ms": 30.0, "phase1_ms": 200.0, "phase2_ms": 12.3,
+                      "output_records": 5, "dead_letters": 2, "phase1_ms": 200.0, "phase2_ms": 12.3,
                       "published_from": "tasks"}
     # A batch the sink did not publish here (at-least-once, or not yet): no figures rather than another's.
     assert "output_records" not in batch_event(progress, lag_per_partition(progress), config, None)["event"]

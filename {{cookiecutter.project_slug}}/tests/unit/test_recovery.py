@@ -5,6 +5,8 @@ broker in tests/integration/."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from {{ cookiecutter.package_name }}.sink.coordinator import MarkersWentBack
@@ -103,6 +105,16 @@ def test_a_rerun_with_other_figures_is_reported_not_refused():
         Action.ALREADY_COMMITTED, rerun_mismatch=(0,), published_before=(0, 1))
     # The same figures: nothing to report.
     assert decide(N, FIGURES, entry(), BEFORE, shards(N, N - 1)).rerun_mismatch == ()
+
+
+def test_a_rerun_against_an_entry_of_the_first_layout_is_compared_by_its_rows_alone():
+    """Layout 1's digests hashed each value with its batch id, which this version stamps on after
+    hashing: a re-run's digests cannot equal them, its row counts still must."""
+    first = dataclasses.replace(entry(figures=BatchFigures((3, 2), ("00000000000000ff", "00000000000000ee"),
+                                                           OFFSETS)), format=1)
+    assert decide(N, FIGURES, first, BEFORE, shards(N, N - 1)).rerun_mismatch == ()
+    fewer = dataclasses.replace(entry(figures=BatchFigures((3, 1), FIGURES.digests_per_shard, OFFSETS)), format=1)
+    assert decide(N, FIGURES, fewer, BEFORE, shards(N, N - 1)).rerun_mismatch == (1,)
 
 
 def test_markers_that_went_back_stop_the_batch_whatever_else_holds():

@@ -166,6 +166,16 @@ def test_records_with_headers_keep_them_in_the_shards_digest_and_before_the_batc
     assert record_headers(next(records[1].chunks(0)), batch_id) is None  # no record has any: no conversion
 
 
+def test_the_batch_id_is_stamped_last_on_each_value_and_a_null_value_stays_null():
+    import pyarrow as pa
+
+    from {{ cookiecutter.package_name }}.sink.batch_records import with_batch_id
+
+    values = pa.chunked_array([[b'{"key":"red","count":2}', None], [b'{"reason":"not JSON"}']], pa.binary())
+    assert with_batch_id(values, 41).to_pylist() == [b'{"key":"red","count":2,"batch_id":41}', None,
+                                                     b'{"reason":"not JSON","batch_id":41}']
+
+
 def test_the_executors_figures_of_a_batch_are_the_drivers_and_partition_s_holds_shard_s(spark):
     """Spark tasks publish a batch with the figures the executors computed (distributed_records),
     which must equal those the driver computes from the same records (InlineRecords), digests

@@ -24,7 +24,7 @@ from {{ cookiecutter.package_name }}.supervision.heartbeat import Heartbeat
 def test_marker_log_entry_and_pinned_settings_carry_their_format_version(tmp_path):
     assert json.loads(marker_value("s", 0, 3, 10))["format"] == 1
     entry = LogEntry(batch_id=1, status=PREPARED, transactional_ids=["t"])
-    assert json.loads(entry.to_json())["format"] == 1
+    assert json.loads(entry.to_json())["format"] == 2
     check_and_pin(str(tmp_path), PinnedSettings("s", "m", "p", 1))
     assert json.loads((tmp_path / FILE).read_text())["format"] == 1
 
@@ -52,12 +52,23 @@ def test_an_unknown_version_is_refused_naming_where_and_both_versions(tmp_path):
     (tmp_path / "sinks" / "s" / "log").mkdir(parents=True)
     (tmp_path / "sinks" / "s" / "log" / "2.json").write_text(json.dumps(
         {"format": 9, "batch_id": 2, "status": "committed", "transactional_ids": ["t"]}))
-    with pytest.raises(UnknownFormat, match=r"sinks/s/log/2\.json: format version 9, but this job reads version 1"):
+    with pytest.raises(UnknownFormat, match=r"sinks/s/log/2\.json: format version 9, but this job reads version 2"):
         SinkLog(str(tmp_path), "s").read(2)
     (tmp_path / FILE).write_text(json.dumps({"format": 3, "sink_id": "s", "marker_topic": "m",
                                              "transactional_id_prefix": "p", "commit_shards": 1}))
     with pytest.raises(UnknownFormat, match=rf"{FILE}: format version 3"):
         read_pinned(str(tmp_path))
+
+
+def test_a_log_entry_of_the_first_layout_is_read_as_it_was_written(tmp_path):
+    """Layout 1 is layout 2 but for what its digests hashed (recovery.rerun_mismatch): an entry a
+    job of the version before wrote is read, and keeps its layout's number."""
+    (tmp_path / "sinks" / "s" / "log").mkdir(parents=True)
+    (tmp_path / "sinks" / "s" / "log" / "2.json").write_text(json.dumps(
+        {"format": 1, "batch_id": 2, "status": "prepared", "transactional_ids": ["t"], "records_per_shard": [3],
+         "digests_per_shard": ["00000000000000aa"], "source_offsets": {"sources": []}}))
+    entry = SinkLog(str(tmp_path), "s").read(2)
+    assert entry is not None and (entry.format, entry.records_per_shard, entry.status) == (1, [3], PREPARED)
 
 
 def test_a_log_entry_moves_from_prepared_to_committed_and_nowhere_else():

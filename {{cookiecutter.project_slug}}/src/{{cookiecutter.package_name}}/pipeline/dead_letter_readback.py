@@ -25,17 +25,15 @@ from ..kafka.client import FETCH_MAX_WAIT_MS
 from ..storage import checkpoint
 from ..storage.files import resolve_location
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
-from .output_records import for_batch
 from .parsing import IS_EVENT, EventSchema, parse_records
 from .unpushed_filter import where_in_place
 
 EARLIEST = -2  # Spark's startingOffsets value for a partition's earliest offset
 
 
-def dead_letter_reader(config: JobConfig, schema: EventSchema, output_batch_id: Callable[[int], int]
-                       ) -> Callable[[SparkSession, list[bytes], int], DataFrame]:
-    """The sink's read-back function: (session, references, batch id) -> the dead letters' records.
-    `output_batch_id`: the batch id Spark's batch publishes as (SinkSettings.output_batch_id)."""
+def dead_letter_reader(config: JobConfig, schema: EventSchema) -> Callable[[SparkSession, list[bytes], int], DataFrame]:
+    """The sink's read-back function: (session, references, batch id) -> the dead letters' records,
+    as output_records.encode makes them (the sink stamps them with the batch id as it produces)."""
     location = resolve_location(config.checkpoint_location)
 
     def read_back(spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
@@ -54,15 +52,15 @@ def dead_letter_reader(config: JobConfig, schema: EventSchema, output_batch_id: 
             .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka/client.py)
             .load()
         )
-        return dead_letters(records, schema, config.dead_letter_topic, output_batch_id(batch_id))
+        return dead_letters(records, schema, config.dead_letter_topic)
 
     return read_back
 
 
-def dead_letters(records: DataFrame, schema: EventSchema, dead_letter_topic: str, batch_id: int) -> DataFrame:
-    """Kafka records (the source's columns) to batch N's dead-letter records."""
+def dead_letters(records: DataFrame, schema: EventSchema, dead_letter_topic: str) -> DataFrame:
+    """Kafka records (the source's columns) to their dead letters' records."""
     # In place: pushed below the parse, the condition would parse every record again.
     dead = where_in_place(parse_records(records, schema), ~F.col(IS_EVENT))
-    return for_batch(with_dead_letter_record(dead).select(
+    return with_dead_letter_record(dead).select(
         F.lit(dead_letter_topic).alias("topic"), F.col(DEAD_LETTER_KEY).cast("binary").alias("key"),
-        F.col(DEAD_LETTER_VALUE).cast("binary").alias("value")), batch_id)
+        F.col(DEAD_LETTER_VALUE).cast("binary").alias("value"))

@@ -6,11 +6,12 @@
 - "partition P had dead letters" becomes a *reference*, a record without a topic whose key is
   P, which the sink turns into the dead letters themselves by reading them back
   (dead_letter_readback.py).
-Once the batch is known, `for_batch` makes the value's last field `"batch_id": N` with one SQL
-expression, so a batch costs one small plan on the driver, not an encoding. The sink only
-produces bytes. Every DataFrame call the driver makes per batch is a py4j round trip and an
-analysis of the new plan (~4 ms each on 2 cores, on every batch's path to its output): what does
-not depend on the batch id is done here, once per query."""
+Each value is a JSON object without the batch id: the sink stamps every record with it as it
+produces (`"batch_id": N` as the value's last field, and a `batch_id` header:
+sink/batch_records.with_batch_id), so that a batch costs the driver no plan of its own. Every
+DataFrame call the driver makes per batch is a py4j round trip and an analysis of the new plan
+(~4 ms each on 2 cores, on every batch's path to its output): all of it is done here, once per
+query."""
 
 from __future__ import annotations
 
@@ -47,9 +48,3 @@ def _headers(changes: DataFrame) -> list[Column]:
         return []
     return [F.coalesce(F.col(HEADERS), F.array().cast(changes.schema[HEADERS].dataType)).alias(HEADERS)]
 
-
-def for_batch(records: DataFrame, batch_id: int) -> DataFrame:
-    """Batch N's final records (`encode`'s): `"batch_id": N` as the value's last field (references
-    keep their null value), every other column as it is. One DataFrame call."""
-    closing = f',"batch_id":{int(batch_id)}}}'.encode().hex()
-    return records.withColumn("value", F.expr(f"concat(substring(value, 1, length(value) - 1), X'{closing}')"))

@@ -5,14 +5,14 @@ again, as with Spark's built-in Kafka sink. A task returns the references among 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message
 
 from ..kafka.client import librdkafka_config
-from .batch_records import record_headers
-from .settings import PARTITIONER, Headers, SinkSettings
+from .batch_records import record_headers, with_batch_id
+from .settings import PARTITIONER, SinkSettings
 
 # A task's function for mapInArrow: its records in, its references out.
 TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
@@ -20,23 +20,23 @@ TASK_OUTPUT = "reference BINARY"
 
 
 def produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
-    bootstrap_servers, client, headers = settings.bootstrap_servers, settings.client, settings.batch_header(batch_id)
-
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         references: list[bytes] = []
-        produce_now(bootstrap_servers, client, batches, headers, references)
+        produce_now(settings, batch_id, batches, references)
         yield pa.RecordBatch.from_pydict({"reference": references}, schema=pa.schema([("reference", pa.binary())]))
 
     return produce_partition
 
 
-def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iterator[pa.RecordBatch],
-                headers: Headers, references: list[bytes] | None = None) -> int:
-    """Produce every record with a topic, with its own headers (batch_records.HEADERS) and
-    `headers`; the others' keys go to `references`."""
+def produce_now(settings: SinkSettings, batch_id: int, batches: Iterator[pa.RecordBatch],
+                references: list[bytes] | None = None) -> int:
+    """Produce every record with a topic, stamped with Spark's batch `batch_id` as published
+    (its value, with_batch_id, and its header, SinkSettings.batch_header) and with its own headers
+    (batch_records.HEADERS); the others' keys go to `references`."""
     from confluent_kafka import Producer
 
-    producer = Producer(librdkafka_config(bootstrap_servers, client, {
+    headers, published_id = settings.batch_header(batch_id), settings.output_batch_id(batch_id)
+    producer = Producer(librdkafka_config(settings.bootstrap_servers, settings.client, {
         "enable.idempotence": True, "linger.ms": 5, "partitioner": PARTITIONER,
     }))
     errors: list[str] = []
@@ -48,7 +48,8 @@ def produce_now(bootstrap_servers: str, client: Mapping[str, str], batches: Iter
     rows = 0
     for batch in batches:
         own = record_headers(batch, headers) or [headers] * batch.num_rows
-        columns = (batch.column(c).to_pylist() for c in ("topic", "key", "value"))
+        columns = (batch.column("topic").to_pylist(), batch.column("key").to_pylist(),
+                   with_batch_id(batch.column("value"), published_id).to_pylist())
         for topic, key, value, record_header in zip(*columns, own, strict=True):
             if topic is None:
                 if references is not None:

@@ -30,7 +30,8 @@ RECORDS_SCHEMA = pa.schema([("topic", pa.string()), ("key", pa.binary()), ("valu
 HEADERS = "headers"
 # With several commit shards, each record's shard (kafka_sink.for_commit); without, shard 0.
 SHARD = "commit_shard"
-# Each record's 64-bit hash over topic, key and value, computed by the executors (kafka_sink.with_digest).
+# Each record's 64-bit hash over topic, key, value (without the batch id) and headers, computed by
+# the executors in the streaming query (kafka_sink.for_commit).
 DIGEST = "record_digest"
 PRODUCE_CHUNK_ROWS = 65_536
 # Spark's message when a job's results exceed spark.driver.maxResultSize (TaskSetManager).
@@ -135,6 +136,15 @@ def record_headers(chunk: pa.RecordBatch, sink_headers: Headers) -> list[Headers
         return None
     return [[(header["key"], header["value"]) for header in own] + sink_headers if own else sink_headers
             for own in chunk.column(HEADERS).to_pylist()]
+
+
+def with_batch_id(values: pa.Array | pa.ChunkedArray, batch_id: int) -> pa.Array | pa.ChunkedArray:
+    """Values as they are published: each JSON object (the query's answers and its dead letters,
+    output_records.encode) with `"batch_id": N` as its last field, N the batch's published id
+    (SinkSettings.output_batch_id); a null value stays null. Stamped as the records are produced,
+    as their `batch_id` header is, so that a batch's plan holds nothing of its id (kafka_sink.py)."""
+    closing = pa.scalar(f',"batch_id":{int(batch_id)}}}'.encode(), pa.binary())
+    return pc.binary_join_element_wise(pc.binary_slice(values, 0, -1), closing, pa.scalar(b"", pa.binary()))
 
 
 def combine(*digests: int) -> int:

@@ -99,14 +99,13 @@ class MarkersWentBack(InvariantBroken):
 class Published:
     """What commit_batch did for a batch: its log entry (committed), the records it published per
     topic (none for a batch found published before a crash), the seconds phase 2 took, where it
-    ran ("driver" or "tasks"), and the seconds before it (kafka_sink.py): building the batch's
-    plan, and phase 1 (the batch's execution)."""
+    ran ("driver" or "tasks"), and the seconds before it (kafka_sink.py): phase 1 (reading the
+    batch's offsets, and its execution)."""
 
     entry: LogEntry
     records_per_topic: dict[str, int]
     seconds: float
     published_from: str = "driver"
-    plan_seconds: float = 0.0  # the sink's Python building the batch's plan (py4j calls), before phase 1
     phase1_seconds: float = 0.0
 
 

@@ -1,6 +1,9 @@
 """The Kafka sink, called by Spark once per micro-batch (`foreachBatch`) with the batch's
 records (`topic STRING, key BINARY, value BINARY`, and `headers` where the query keeps its input's:
-batch_records.HEADERS); `delivery.guarantee` chooses the protocol.
+batch_records.HEADERS; for exactly-once also each record's hash and commit shard, `for_commit` in
+the query's plan); `delivery.guarantee` chooses the protocol. The records carry nothing of the
+batch id: the sink stamps each one as it produces it (batch_records.with_batch_id, and a header),
+so that a batch costs the driver no plan of its own, only phase 1's job.
 
 - exactly-once: phase 1 is the batch's one execution. Then phase 2 publishes the records in one
   Kafka transaction per commit shard (coordinator.py), from one of two places:
@@ -59,8 +62,6 @@ log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE: Guarantee = "at-least-once"
 
-# Builds a batch's Kafka records from the query's output, given the batch id.
-Encoder = Callable[[DataFrame, int], DataFrame]
 # Turns a batch's references (records without a topic) into its records: (session, keys, batch id).
 ReadBack = Callable[[SparkSession, list[bytes], int], DataFrame]
 
@@ -79,11 +80,10 @@ class KafkaSink:
 
     BATCHES_REMEMBERED = 32  # several batches can end between two of the runner's polls
 
-    def __init__(self, settings: SinkSettings, guarantee: Guarantee, encode: Encoder, read_back: ReadBack | None = None,
+    def __init__(self, settings: SinkSettings, guarantee: Guarantee, read_back: ReadBack | None = None,
                  stopping: threading.Event | None = None) -> None:
         self.settings = settings
         self.guarantee = guarantee
-        self.encode = encode
         self.read_back = read_back
         self.stopping = stopping  # set by the runner: the job stops, no new batch starts publishing
         self.pool = ProducerPool()
@@ -116,7 +116,6 @@ class KafkaSink:
             # Ends the query with this batch planned, not published: the next start runs it.
             raise StoppingBeforeBatch(f"batch {batch_id} not started: the job is stopping")
         started = time.monotonic()
-        records = self.encode(output, batch_id)
         if self.guarantee == AT_LEAST_ONCE:
             # Each fault point means here what it means to the exactly-once protocol: Kafka untouched
             # before the produce, the records visible after it (a crash then makes Spark re-run, and
@@ -124,7 +123,7 @@ class KafkaSink:
             for point in faults.BEFORE_KAFKA:
                 faults.maybe_crash(point, batch_id)
             produce = produce_task(self.settings, batch_id)
-            references = [row[0] for row in records.mapInArrow(produce, TASK_OUTPUT).collect()]
+            references = [row[0] for row in output.mapInArrow(produce, TASK_OUTPUT).collect()]
             if references:
                 more = self._read_back(output.sparkSession, references, batch_id)
                 more.mapInArrow(produce, TASK_OUTPUT).collect()
@@ -136,17 +135,15 @@ class KafkaSink:
                 checkpoint = self.settings.checkpoint
                 self.placement.previous_offsets = (SourceOffsets.of_batch(checkpoint, batch_id - 1) if batch_id
                                                    else SourceOffsets.initial(checkpoint))
-            keyed = for_commit(records, self.settings.shards)
-            planned = time.monotonic()
             # Phase 1: the batch's one execution; its records on the driver or on the executors.
-            batch = self._compute(output.sparkSession, keyed, batch_id, offsets)
+            batch = self._compute(output.sparkSession, output, batch_id, offsets)
             computed = time.monotonic()
             try:
                 # Phase 2, once every task of the batch succeeded.
                 if (published := commit_batch(self.settings, batch, batch_id, self.pool, self.stopping,
                                               offsets)) is not None:
                     self._published[batch_id] = dataclasses.replace(
-                        published, plan_seconds=planned - started, phase1_seconds=computed - planned)
+                        published, phase1_seconds=computed - started)
                     while len(self._published) > self.BATCHES_REMEMBERED:
                         self._published.popitem(last=False)
             finally:
@@ -262,7 +259,9 @@ def for_commit(records: DataFrame, shards: int) -> DataFrame:
     """Each record's hash (its part of the shard's digest, which a re-run is compared by) and its
     commit shard from its topic and key, so that a re-run of the batch puts every record in the
     shard it had (a shard whose marker has the batch publishes nothing again). The hash covers
-    every column of the records (`*`: topic, key, value, and HEADERS where the query keeps them).
-    One DataFrame call, no schema fetched: this is on every batch's path (output_records.py)."""
+    every column of the records (`*`: topic, key, value, and HEADERS where the query keeps them),
+    the value as the query makes it: the batch id the sink stamps on it is the same for every
+    record of the batch and every run of it. Part of the query's plan (job.py), so no batch pays
+    for it on the driver; per batch only for the records read back."""
     shard = "0" if shards == 1 else f"pmod(xxhash64(topic, key), {int(shards)})"
     return records.selectExpr("*", f"xxhash64(*) AS {DIGEST}", f"CAST({shard} AS INT) AS {SHARD}")

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from ..storage.checkpoint import SourceOffsets
 from .marker import NO_BATCH, Marker
-from .sink_log import COMMITTED, LogEntry
+from .sink_log import COMMITTED, DIGESTS_WITH_BATCH_ID, LogEntry
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,17 @@ def decide(batch_id: int, figures: BatchFigures, previous: LogEntry | None, befo
 
 def rerun_mismatch(first: LogEntry, rerun: BatchFigures) -> tuple[int, ...]:
     """A re-run of batch N computes from the same offsets and state, so a deterministic query
-    gives the same records: the shards whose row count or digest differ from the first attempt's."""
+    gives the same records: the shards whose row count or digest differ from the first attempt's.
+    An entry of the first layout (sink_log.DIGESTS_WITH_BATCH_ID) hashed values with their batch id,
+    which this version stamps after hashing: its re-run is compared by row count alone."""
+    comparable = first.format != DIGESTS_WITH_BATCH_ID
     first_figures = list(zip(first.records_per_shard, first.digests_per_shard, strict=True))
-    return tuple(shard for shard, figures in enumerate(zip(rerun.rows_per_shard, rerun.digests_per_shard, strict=True))
-                 if shard >= len(first_figures) or figures != first_figures[shard])
+
+    def differs(shard: int, rows: int, digest: str) -> bool:
+        if shard >= len(first_figures):
+            return True
+        first_rows, first_digest = first_figures[shard]
+        return rows != first_rows or (comparable and digest != first_digest)
+
+    return tuple(shard for shard, (rows, digest) in enumerate(zip(rerun.rows_per_shard, rerun.digests_per_shard,
+                                                                   strict=True)) if differs(shard, rows, digest))

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..failures import JobFailure, Outcome, kafka_outcome
 from ..observability import metrics
 from . import faults
-from .batch_records import DIGEST, combine, digest, record_headers
+from .batch_records import DIGEST, combine, digest, record_headers, with_batch_id
 from .marker import marker_key, marker_value
 from .producers import CommitShard, TransactionalIdRefused
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
@@ -114,8 +114,9 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
     published: Counter[str] = Counter()
     deadline = time.monotonic() + settings.commit_timeout_seconds * COMMIT_ATTEMPTS_TIMEOUTS
     producer.begin_transaction()
-    # Step 3. The records (answers and dead letters, each with the batch id's header), then the marker.
-    headers = settings.batch_header(batch_id)
+    # Step 3. The records (answers and dead letters, each stamped with the batch id: in its value
+    # and its header), then the marker.
+    headers, published_id = settings.batch_header(batch_id), settings.output_batch_id(batch_id)
     rows, hashed = 0, 0
     try:
         # In chunks: a process holds Python objects for one chunk, not for the whole batch.
@@ -125,7 +126,8 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
             rows += chunk.num_rows
             if expected is not None and DIGEST in chunk.column_names:
                 hashed = combine(hashed, digest(chunk))
-            topics, keys, values = (chunk.column(name).to_pylist() for name in ("topic", "key", "value"))
+            topics, keys = chunk.column("topic").to_pylist(), chunk.column("key").to_pylist()
+            values = with_batch_id(chunk.column("value"), published_id).to_pylist()
             produce = producer.produce
             if (own := record_headers(chunk, headers)) is None:
                 for topic, key, value in zip(topics, keys, values, strict=True):

@@ -127,7 +127,6 @@ def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: 
     if published is not None:
         fields.update(output_records=published.records_per_topic.get(config.output_topic, 0),
                       dead_letters=published.records_per_topic.get(config.dead_letter_topic, 0),
-                      plan_ms=round(published.plan_seconds * 1000, 1),
                       phase1_ms=round(published.phase1_seconds * 1000, 1),
                       phase2_ms=round(published.seconds * 1000, 1), published_from=published.published_from)
     return event("batch", **fields)
@@ -337,6 +336,6 @@ def _report(progress: dict, config: JobConfig, outage: OutageTolerance, sink: Ka
         batch_id = progress.get("batchId")
         published = sink.published(batch_id) if isinstance(batch_id, int) else None
         where = "" if published is None else (
-            f", published from {published.published_from} (plan {published.plan_seconds * 1000:.0f} ms, phase 1 "
+            f", published from {published.published_from} (phase 1 "
             f"{published.phase1_seconds * 1000:.0f} ms, phase 2 {published.seconds * 1000:.0f} ms)")
         log.info(describe_progress(progress, lag) + where, extra=batch_event(progress, lag, config, published))

@@ -45,7 +45,7 @@ def _rows(count: int, batch_id: int, topic: str, shards: int):
     table = pa.Table.from_pydict({
         "topic": [topic] * count,
         "key": [k.encode() for k in keys],
-        "value": [json.dumps({"key": k, "count": batch_id + 1, "batch_id": batch_id}).encode() for k in keys],
+        "value": [json.dumps({"key": k, "count": batch_id + 1}).encode() for k in keys],
     }, schema=RECORDS_SCHEMA)
     if shards == 1:
         return table

@@ -71,19 +71,19 @@ def sink_log_profile(checkpoint: Path, sink_id: str) -> dict[str, Any] | None:
     }
 
 
-_BATCH_LINE = re.compile(r"batch (\d+): (\d+) records in \d+ ms.*, published from (\w+) \(plan (\d+) ms, "
+_BATCH_LINE = re.compile(r"batch (\d+): (\d+) records in \d+ ms.*, published from (\w+) \("
                          r"phase 1 (\d+) ms, phase 2 (\d+) ms\)")
 
 
 def sink_stages_profile(log_text: str) -> dict[str, Any] | None:
     """Per place phase 2 ran (driver, tasks), from the job's batch lines: the batches and the p50
-    of the sink's stages (its plan, phase 1, phase 2), in ms."""
-    places: dict[str, list[tuple[int, int, int]]] = {}
+    of the sink's stages (phase 1, phase 2), in ms."""
+    places: dict[str, list[tuple[int, int]]] = {}
     for match in _BATCH_LINE.finditer(log_text):
-        place, stages = match.group(3), tuple(int(match.group(i)) for i in (4, 5, 6))
+        place, stages = match.group(3), tuple(int(match.group(i)) for i in (4, 5))
         places.setdefault(place, []).append(stages)  # type: ignore[arg-type]
     if not places:
         return None
     return {place: {"batches": len(rows), **{f"{stage}_ms_p50": statistics.median(row[i] for row in rows)
-                                             for i, stage in enumerate(("plan", "phase1", "phase2"))}}
+                                             for i, stage in enumerate(("phase1", "phase2"))}}
             for place, rows in places.items()}
