@@ -193,3 +193,29 @@ def test_a_windowed_event_stream_counts_each_event_under_its_window_key():
     assert first["at"] == 1_767_225_605_500
     assert dict(stream.expected) == {"red@2026-01-01T00:00:00Z": 2, "red@2026-01-01T00:00:10Z": 1}
     assert EventStream(Keys.of(8), "color", seed=1).output_key("red", 1_767_225_605.5) == "red"
+
+
+def test_a_scaling_point_is_the_median_of_its_rounds_and_its_table_lists_each_round():
+    """One 1,000,000-key batch varies by a fifth from run to run: --scaling-rounds runs each point
+    several times, and the point is their median, compared with Spark's sink on the same query."""
+    from {{ cookiecutter.package_name }}_tools.bench.benchmark_run import scaling_row
+    from {{ cookiecutter.package_name }}_tools.bench.report import scaling_table
+
+    def measured(eps: float, cpu: float) -> dict:
+        return {**contender_result("eos"), "throughput": {"eps": eps, "driver_cpu_s_per_million_records": cpu},
+                "profile": {"sink_stages": {"tasks": {"batches": 1, "phase1_ms_p50": eps, "phase2_ms_p50": 1.0}}}}
+
+    failed = {**contender_result("eos"), "error": "RuntimeError: backlog timed out"}
+    row = scaling_row("keys per batch", 1_000_000, "eos", [measured(30.0, 0.3), failed, measured(50.0, 0.5),
+                                                           measured(40.0, 0.4)])
+    assert row["eps"] == 40.0 and row["eps_rounds"] == [30.0, None, 50.0, 40.0]
+    assert row["driver_cpu_s_per_million_records"] == 0.4  # the middle round's figures, not a mix
+    assert row["sink_stages"]["tasks"]["phase1_ms_p50"] == 40.0
+    assert row["error"] == "RuntimeError: backlog timed out"
+    even = scaling_row("keys per batch", 10, "eos", [measured(30.0, 0.3), measured(50.0, 0.5)])
+    assert even["eps"] == 40.0 and even["driver_cpu_s_per_million_records"] == 0.3
+
+    spark = scaling_row("keys per batch", 1_000_000, "spark_kafka_job", [measured(50.0, 0.1)])
+    table = "\n".join(scaling_table({"scaling": [row, spark]}))
+    line = next(line for line in table.splitlines() if line.startswith("| keys per batch | 1,000,000 | eos |"))
+    assert "| 40.0 | 30 / – / 50 / 40 | 0.80 |" in line, line

@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(adds 20+ minutes)")
     parser.add_argument("--scaling-dimensions", default="keys,partitions,shards",
                         help="the --scaling dimensions to run, a subset of keys,partitions,shards (default all)")
+    parser.add_argument("--scaling-rounds", type=int, default=1,
+                        help="runs of each --scaling point per contender, every other round in reverse order; "
+                             "the median counts (default 1; one 1,000,000-key batch varies by a fifth from run to run)")
     parser.add_argument("--seed", type=int, default=6, help="the same seed produces the same input")
 
 
@@ -63,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("bench: --rounds must be at least 1")
     if not 1 <= args.latency_rounds <= args.rounds:
         raise SystemExit(f"bench: --latency-rounds must be between 1 and --rounds ({args.rounds})")
+    if args.scaling_rounds < 1:
+        raise SystemExit("bench: --scaling-rounds must be at least 1")
     from .benchmark_run import run_bench
 
     return run_bench(args)

@@ -10,6 +10,7 @@ import importlib.metadata
 import os
 import platform
 import shutil
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,11 @@ BROKER_WARM_UP_EVENTS = 500_000
 
 
 def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tuple[str, ...] = SCALING_DIMENSIONS,
-             chosen: tuple[str, ...] = CONTENDERS) -> list[dict[str, Any]]:
+             chosen: tuple[str, ...] = CONTENDERS, rounds: int = 1) -> list[dict[str, Any]]:
     """Throughput only (no latency, no recovery) while one dimension varies. Distinct keys, the
     dimension state must scale with, run every contender on the same input (ratios in one run);
-    `chosen`: the contenders to run (--contenders)."""
+    `chosen`: the contenders to run (--contenders); `rounds`: runs of each point per contender,
+    every other round in reverse order (scaling_row takes their median)."""
     variants: list[tuple[str, Any, Profile, tuple[str, ...]]] = []
     for keys in SCALING_KEYS if "keys" in dimensions else ():
         events = max(base.events, keys)  # every key in one batch: distinct keys per batch = keys
@@ -67,16 +69,33 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tupl
             timeout=max(base.timeout, keys * 1.2e-3)), ("eos",)))
     rows = []
     for dimension, value, profile, names in variants:
-        for name in (n for n in names if n in chosen):
-            log(f"bench: scaling {dimension}={value}: {name}")
-            result = Run(name, bootstrap, profile, workdir).measure(latency=False, log=log)
-            rows.append({"dimension": dimension, "value": value, "contender": name,
-                         "eps": (result.get("throughput") or {}).get("eps"), "error": result.get("error"),
-                         "driver_cpu_s_per_million_records":
-                             (result.get("throughput") or {}).get("driver_cpu_s_per_million_records"),
-                         "sink_stages": ((result.get("profile") or {}).get("sink_stages")),
-                         "peak_memory_mb": result.get("peak_memory_mb")})
+        runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names if n in chosen}
+        for round_number in range(1, rounds + 1):
+            order = list(runs) if round_number % 2 else list(reversed(runs))
+            for name in order:
+                of = f", round {round_number}/{rounds}" if rounds > 1 else ""
+                log(f"bench: scaling {dimension}={value}: {name}{of}")
+                runs[name].append(Run(name, bootstrap, profile, workdir).measure(latency=False, log=log))
+        rows += [scaling_row(dimension, value, name, results) for name, results in runs.items()]
     return rows
+
+
+def scaling_row(dimension: str, value: Any, contender: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """A scaling point of one contender from its rounds: the median events/s of the rounds that
+    measured one (each round's listed, None for a failed one); the driver CPU, the sink's stages
+    and the memory of the middle round (the lower of the two middle ones of an even count); the
+    first error of any round."""
+    measured = sorted((r for r in results if (r.get("throughput") or {}).get("eps")),
+                      key=lambda r: r["throughput"]["eps"])
+    middle = measured[(len(measured) - 1) // 2] if measured else {}
+    throughput = middle.get("throughput") or {}
+    return {"dimension": dimension, "value": value, "contender": contender,
+            "eps": statistics.median(r["throughput"]["eps"] for r in measured) if measured else None,
+            "eps_rounds": [(r.get("throughput") or {}).get("eps") for r in results],
+            "error": next((r["error"] for r in results if r.get("error")), None),
+            "driver_cpu_s_per_million_records": throughput.get("driver_cpu_s_per_million_records"),
+            "sink_stages": (middle.get("profile") or {}).get("sink_stages"),
+            "peak_memory_mb": middle.get("peak_memory_mb")}
 
 
 def _dimensions(args: argparse.Namespace) -> tuple[str, ...]:
@@ -164,8 +183,8 @@ def run_bench(args: argparse.Namespace) -> int:
         except Exception as error:  # noqa: BLE001 - reported with the results
             commit["error"] = f"{type(error).__name__}: {error}"
         caught_up = _caught_up(kafka.bootstrap_servers, profile, workdir, names, args, log)
-        scaling = (_scaling(kafka.bootstrap_servers, profile, workdir, log, _dimensions(args), tuple(names))
-                   if args.scaling else None)
+        scaling = (_scaling(kafka.bootstrap_servers, profile, workdir, log, _dimensions(args), tuple(names),
+                            args.scaling_rounds) if args.scaling else None)
 
     environment["loadavg_after"] = _loadavg()
     results: dict[str, Any] = {

@@ -98,18 +98,29 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
     def ratio(numerator: float | None, denominator: float | None) -> float | None:
         return round(numerator / denominator, 3) if numerator and denominator else None
 
-    rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"),
+    rows = [[r["dimension"], r["value"], r["contender"], r.get("eps"), _rounds(r.get("eps_rounds")),
+             _cell(ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka_job"))), 2),
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka"))), 2),
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], smallest[r["dimension"]], r["contender"]))), 2),
              r.get("driver_cpu_s_per_million_records"), _stages(r.get("sink_stages")),
              *_memory(r.get("peak_memory_mb")), r.get("error") or ""]
             for r in runs]
     return ["", "## Scaling (throughput draining the backlog)", "",
-            "× spark_kafka: against Spark's built-in contender at the same value; × smallest: against the "
-            "same contender at the dimension's smallest value.", "",
-            *_table(["dimension", "value", "contender", "events/s", "× spark_kafka", "× smallest",
+            "events/s: the median of the rounds (each round: every other one in reverse order). "
+            "× spark_kafka_job: against the job's query on Spark's built-in sink at the same value; "
+            "× spark_kafka: against the minimal built-in pipeline; × smallest: against the same contender "
+            "at the dimension's smallest value.", "",
+            *_table(["dimension", "value", "contender", "events/s", "each round", "× spark_kafka_job",
+                     "× spark_kafka", "× smallest",
                      "driver CPU s per M output records", "sink ms p50: phase 1 / phase 2 (where)",
                      "peak driver MB (python+JVM)", "python workers MB", "error"], rows)]
+
+
+def _rounds(eps: list[float | None] | None) -> str:
+    """Each round's events/s, e.g. "41,428 / 39,300"; empty for one round."""
+    if not eps or len(eps) < 2:
+        return ""
+    return " / ".join("–" if e is None else f"{e:,.0f}" for e in eps)
 
 
 def _stages(stages: dict[str, dict[str, float]] | None) -> str:
