@@ -17,16 +17,18 @@ class UnknownFormat(JobFailure, ValueError):
 
     outcome = Outcome.HALT
 
-    def __init__(self, where: str, found: object, known: int) -> None:
-        super().__init__(f"{where}: format version {found!r}, but this job reads version {known}; it was written by "
-                         "another version of the job. Run that version, or one that reads both.")
+    def __init__(self, where: str, found: object, known: int, older: tuple[int, ...] = ()) -> None:
+        also = f" (and {', '.join(str(version) for version in older)})" if older else ""
+        super().__init__(f"{where}: format version {found!r}, but this job reads version {known}{also}; it was "
+                         "written by another version of the job. Run that version, or one that reads both.")
         self.where = where
 
 
-def check_format(where: str, found: object, known: int) -> None:
-    """Refuse a record whose version is not `known` (a record without one included)."""
-    if found != known:
-        raise UnknownFormat(where, found, known)
+def check_format(where: str, found: object, known: int, older: tuple[int, ...] = ()) -> None:
+    """Refuse a record whose version is neither `known` (the one this code writes) nor one of the
+    `older` ones it still reads (a record without one included)."""
+    if found != known and found not in older:
+        raise UnknownFormat(where, found, known, older)
 
 
 def read_pinned_file(location: str, name: str, known: int) -> dict[str, Any] | None:

@@ -69,8 +69,7 @@ class LogEntry:
     @classmethod
     def from_json(cls, data: bytes, where: str = "sink log entry") -> LogEntry:
         fields_ = json.loads(data)
-        if fields_.get("format") != DIGESTS_WITH_BATCH_ID:
-            check_format(where, fields_.get("format"), LOG_FORMAT)
+        check_format(where, fields_.get("format"), LOG_FORMAT, older=(DIGESTS_WITH_BATCH_ID,))
         return cls(**{**fields_, "source_offsets": SourceOffsets.from_json(fields_["source_offsets"])})
 
 
