@@ -35,15 +35,21 @@ LEFT_OUT = {"test": ("tests/integration/test_s3_checkpoint.py::test_a_checkpoint
 CRASH_TESTS = ("tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
                "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink")
 # The other query shapes' proof, each in a rendering of its own (the same venv, the rendering's code
-# first on the path), after a lane's suite: the crash at every point of the commit protocol and
-# the at-least-once counter-proof, judged by the shape's model (record by record) and by a run
-# without faults; for the windowed count, its late events too. Not their chaos runs (1:40-1:50
-# each, on three brokers): the crash tests fire every point for the shape, and a fork's own
-# `make test` runs the chaos test on its shape (and its nightly workflow the soak).
+# first on the path), after a lane's suite: the crash at the points whose recovery depends on the
+# query (SHAPE_CRASH_POINTS) and the at-least-once counter-proof, judged by the shape's model
+# (record by record) and by a run without faults; for the windowed count, its late events too.
+# Not their chaos runs (1:40-1:50 each, on three brokers): a fork's own `make test` runs the
+# chaos test and the crash at every point on its shape (and its nightly workflow the soak).
 SHAPE_TESTS = {
     "stateless": CRASH_TESTS,
     "windowed-count": (*CRASH_TESTS, "tests/integration/test_late_events.py"),
 }
+# The batch computed again from the checkpoint with nothing published (the query's state as Spark
+# left it), the re-run after the Kafka commit (its records computed again and compared by digest),
+# and commits/N torn (the batch's state already written): what a shape's recovery is made of. The
+# other points are the sink log's and phase 2's, the same code whatever the query; the default
+# rendering's crash test fires every point in every place. Half the crash runs.
+SHAPE_CRASH_POINTS = ("batch_computed", "after_kafka_commit", "writing_spark_commit")
 
 
 def deselections(*tests: str) -> str:
@@ -61,7 +67,8 @@ def shape_run(shape: str, tmp_path: Path, venv: Path) -> str:
     """The shell command that renders nothing (the rendering is made here) and runs the shape's tests."""
     project = render(tmp_path / shape, query=shape)
     return (f"cd {shlex.quote(str(project))} && PYTHONPATH={shlex.quote(rendering_env(project)['PYTHONPATH'])} "
-            f"{shlex.quote(str(venv / 'bin' / 'pytest'))} -p no:cacheprovider {shlex.join(SHAPE_TESTS[shape])}")
+            f"{shlex.quote(str(venv / 'bin' / 'pytest'))} -p no:cacheprovider "
+            f"--crash-points={','.join(SHAPE_CRASH_POINTS)} {shlex.join(SHAPE_TESTS[shape])}")
 
 
 def test_every_test_left_out_of_ci_names_one_the_rendered_project_has(rendered_default: Path,

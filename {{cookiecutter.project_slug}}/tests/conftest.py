@@ -29,6 +29,9 @@ from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announ
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-profile", default="quick", choices=sorted(PROFILES),
                      help="the chaos profile tests/chaos runs (the chaos command's --profile)")
+    parser.addoption("--crash-points", metavar="POINT,...",
+                     help="the crash test at each point of the commit protocol fires only these points "
+                          "(sink/faults.py's names), each in every place it runs; default: all")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -68,7 +68,8 @@ class FakeProducer:
         self._call("begin")
         self.pending = []
 
-    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, headers=None) -> None:
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None, partition: int = -1,
+                callback=None, on_delivery=None, timestamp: int = 0, headers=None) -> None:  # the client's, in order
         self._call("produce")
         self.pending.append((topic, key, value))
         self.headers.setdefault(topic, set()).update(v for k, v in headers or [] if k == "batch_id")
