@@ -161,6 +161,19 @@ def test_a_batch_is_one_transaction_with_its_marker_last_and_the_log_says_commit
     assert SinkLog(settings.checkpoint, settings.sink_id).read(4).status == COMMITTED
 
 
+def test_each_record_goes_to_its_own_topic_whether_a_chunk_has_one_topic_or_several(settings, pool):
+    """A chunk of one topic gives every record that topic without a string per record; a chunk of
+    several (answers and dead letters) gives each record its own."""
+    pool.shards[0] = FakeShard(settings, 0)
+    mixed = pa.table({"topic": ["out", "dead", "out"], "key": [b"a", b"b", b"c"], "value": [b"{}"] * 3},
+                     schema=RECORDS_SCHEMA)
+    commit_batch(settings, mixed, 4, pool)
+    commit_batch(settings, batch(rows=2), 5, pool)
+    mixed_records, one_topic = (transaction[:-1] for transaction in pool.shards[0].producer.committed)
+    assert [(topic, key) for topic, key, _ in mixed_records] == [("out", b"a"), ("dead", b"b"), ("out", b"c")]
+    assert [(topic, key) for topic, key, _ in one_topic] == [("out", b"k0-0"), ("out", b"k1-0")]
+
+
 def test_the_records_batch_id_header_continues_a_savepoints_numbering_and_the_marker_keeps_sparks(settings, pool):
     """After `run --from-savepoint`, the values carry first_batch_id + Spark's batch id: so do the
     records' headers. The marker's value and header stay in the checkpoint's own numbering."""

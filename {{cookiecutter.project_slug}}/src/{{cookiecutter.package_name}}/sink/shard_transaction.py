@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -127,12 +128,16 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
     try:
         # In chunks: a process holds Python objects for one chunk, not for the whole batch.
         for chunk in chunks():
-            for count in pc.value_counts(chunk.column("topic")).to_pylist():
+            per_topic = pc.value_counts(chunk.column("topic")).to_pylist()
+            for count in per_topic:
                 published[count["values"]] += count["counts"]
             rows += chunk.num_rows
             if expected is not None and DIGEST in chunk.column_names:
                 hashed = combine(hashed, digest(chunk))
-            topics, keys = chunk.column("topic").to_pylist(), chunk.column("key").to_pylist()
+            # One topic in the chunk (the usual case): one string for every record, not one string each.
+            topics = (repeat(per_topic[0]["values"], chunk.num_rows) if len(per_topic) == 1
+                      else chunk.column("topic").to_pylist())
+            keys = chunk.column("key").to_pylist()
             values = with_batch_id(chunk.column("value"), published_id).to_pylist()
             produce = producer.produce
             if (own := record_headers(chunk, headers)) is None:
