@@ -13,7 +13,7 @@ $(VENV)/.installed: requirements-dev.txt
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements-dev.txt
 	touch $@
 
-## Run every test: the template's own, then the rendered project's full suite on a real Kafka.
+## Run every test: the template's own and, beside them, the rendered project's full suite on a real Kafka.
 test: venv
 	$(BIN)/pytest -ra --durations=20 tests  # the 20 slowest: where the time goes
 

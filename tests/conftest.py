@@ -8,11 +8,16 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
 from cookiecutter.main import cookiecutter
+
+if TYPE_CHECKING:
+    from rendered_lanes import Lanes
 
 TEMPLATE = Path(__file__).resolve().parents[1]
 
@@ -80,3 +85,33 @@ def project_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
     )
     return python
+
+
+# The test that judges the rendered project's suites (test_rendered_suite.py): their lanes start
+# before the first test when it is among the tests run, and it runs last, waiting for them.
+SUITES_JUDGE = "test_rendered_project_suites_pass"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The judge of the rendered suites last: every other test runs while the lanes do."""
+    items.sort(key=lambda item: getattr(item, "originalname", item.name) == SUITES_JUDGE)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def rendered_lanes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lanes | None]:
+    """The rendered project's suites (rendered_lanes.py), started before the first test when
+    their judge is among the tests run (None otherwise): they take ~35 minutes on 2 cores, with
+    ~15% of the cores idle, where the template's own tests take ~8 minutes alone. Stopped at
+    the end of the session if still running (their judge failed or was interrupted)."""
+    if not any(getattr(item, "originalname", item.name) == SUITES_JUDGE for item in request.session.items):
+        yield None
+        return
+    # Imported here: rendered_lanes imports this module's render().
+    from rendered_lanes import start_lanes
+
+    lanes = start_lanes(request.getfixturevalue("rendered_default"),
+                        request.getfixturevalue("project_python").parent.parent, tmp_path_factory.mktemp("lanes"))
+    try:
+        yield lanes
+    finally:
+        lanes.stop()

@@ -1,0 +1,141 @@
+"""The rendered project's own suites as CI runs them, in two lanes of processes side by side:
+`make test` then the stateless shape's proof; `make test-cluster`, then MOVED, then the windowed
+count's proof. The lanes start before the template's first test (conftest.rendered_lanes), so
+that the template's own tests run beside them, and test_rendered_suite.py, run last, waits for
+them and judges them. Each lane writes to a log of its own; the judge streams `make test`'s as it
+grows and prints the cluster lane's when it ends."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import render, rendering_env
+
+# From `make test` to the cluster lane, so that the lanes end about together (in the CI log of
+# a6692d3, `make test` and the stateless shape's tests with its chaos run took 36:17, the cluster
+# lane 39:03 with the broker-outage test, 1:24, moved too; it is back in `make test` since).
+MOVED = ("tests/chaos", "tests/integration/test_zombie_driver.py")
+# Left out of CI for its time, each proved by other tests that run: the crash with the checkpoint on
+# S3 under local Spark (the cluster suite crashes the job at every point with its checkpoint on S3,
+# and kills the S3 server while it writes); the cluster's chaos smoke run (the cluster suite's
+# crash test fires every point, and a worker and the S3 server are killed in tests of their own;
+# tests/chaos runs the chaos runner on three brokers); the driver killed at each point on three
+# brokers (3:00 in the CI log of acb9e8a: tests/chaos's quick profile kills the driver at every
+# point on three brokers, with a broker restart among them); the determinism check on a second
+# kind of query that is not deterministic (0:43: the one on the current time fails it the same way).
+LEFT_OUT = {"test": ("tests/integration/test_s3_checkpoint.py::test_a_checkpoint_on_s3_holds_exactly_once_through_a_crash",
+                     ("tests/integration/test_determinism.py::test_a_query_that_is_not_deterministic_fails_the_check_at_"
+                      "its_first_differing_record[rand() * 1000]")),
+            "test-cluster": ("tests/cluster/test_cluster.py::test_the_chaos_smoke_profile_on_the_cluster",
+                             ("tests/kafka_cluster/test_broker_faults.py::test_the_driver_killed_at_each_point_of_the_"
+                              "commit_protocol_on_three_brokers"))}
+
+CRASH_TESTS = ("tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
+               "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink")
+# The other query shapes' proof, each in a rendering of its own (the same venv, the rendering's code
+# first on the path), after a lane's suite: the crash at the points whose recovery depends on the
+# query (SHAPE_CRASH_POINTS) and the at-least-once counter-proof, judged by the shape's model
+# (record by record) and by a run without faults; for the windowed count, its late events too.
+# Not their chaos runs (1:40-1:50 each, on three brokers): a fork's own `make test` runs the
+# chaos test and the crash at every point on its shape (and its nightly workflow the soak).
+SHAPE_TESTS = {
+    "stateless": CRASH_TESTS,
+    "windowed-count": (*CRASH_TESTS, "tests/integration/test_late_events.py"),
+}
+# The batch computed again from the checkpoint with nothing published (the query's state as Spark
+# left it), the re-run after the Kafka commit (its records computed again and compared by digest),
+# and commits/N torn (the batch's state already written): what a shape's recovery is made of. The
+# other points are the sink log's and phase 2's, the same code whatever the query; the default
+# rendering's crash test fires every point in every place. Half the crash runs.
+SHAPE_CRASH_POINTS = ("batch_computed", "after_kafka_commit", "writing_spark_commit")
+
+
+def deselections(*tests: str) -> str:
+    """PYTEST_ADDOPTS's value leaving `tests` out (not --ignore: testpaths name them), each option
+    quoted: pytest splits the variable as a shell would, and a parametrized test's id may hold spaces."""
+    return " ".join(shlex.quote(f"--deselect={test}") for test in tests)
+
+
+def deselecting(*tests: str) -> str:
+    """PYTEST_ADDOPTS=... for a make target's command line, leaving `tests` out."""
+    return "PYTEST_ADDOPTS=" + shlex.quote(deselections(*tests))
+
+
+def shape_run(shape: str, tmp_path: Path, venv: Path) -> str:
+    """The shell command that renders nothing (the rendering is made here) and runs the shape's tests."""
+    project = render(tmp_path / shape, query=shape)
+    return (f"cd {shlex.quote(str(project))} && PYTHONPATH={shlex.quote(rendering_env(project)['PYTHONPATH'])} "
+            f"{shlex.quote(str(venv / 'bin' / 'pytest'))} -p no:cacheprovider "
+            f"--crash-points={','.join(SHAPE_CRASH_POINTS)} {shlex.join(SHAPE_TESTS[shape])}")
+
+
+@dataclass
+class Lanes:
+    """The two lanes' processes (each the leader of its own process group) and their logs."""
+
+    suite: subprocess.Popen[bytes]
+    cluster: subprocess.Popen[bytes]
+    suite_log: Path
+    cluster_log: Path
+    started: float
+
+    def follow_suite(self) -> int:
+        """Print `make test`'s lane's log as it grows, until the lane ends; its exit code."""
+        with self.suite_log.open(errors="replace") as log:
+            while True:
+                ended = self.suite.poll() is not None  # before the read: nothing written after it is missed
+                if text := log.read():
+                    print(text, end="", flush=True)
+                elif ended:
+                    return self.suite.returncode
+                else:
+                    time.sleep(1)
+
+    def stop(self) -> None:
+        """End a lane still running (its test failed or was interrupted), with every process it started."""
+        for lane in (self.suite, self.cluster):
+            if lane.poll() is None:
+                os.killpg(lane.pid, signal.SIGKILL)
+                lane.wait()
+
+
+def start_lanes(project: Path, venv: Path, workdir: Path) -> Lanes:
+    """Start both lanes on `project` (the default rendering) with `venv` (the template tests' shared
+    project venv, which `make venv` first makes one editable install of `project`); the other
+    shapes' renderings and the logs go to `workdir`. Raises if `make venv` fails."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_CURRENT_TEST")}
+    make = ["make", f"VENV={venv}"]
+    suite_log, cluster_log = workdir / "make-test.log", workdir / "test-cluster.log"
+    with suite_log.open("w") as log:
+        subprocess.run([*make, "venv"], cwd=project, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+    stateless_run, windowed_run = shape_run("stateless", workdir, venv), shape_run("windowed-count", workdir, venv)
+    pytest_bin = shlex.quote(str(venv / "bin" / "pytest"))
+    moved = " ".join(MOVED)
+    windowed_heading = f"=== the windowed-count shape: {' '.join(SHAPE_TESTS['windowed-count'])}"
+    cluster_lane = (f"{deselecting(*LEFT_OUT['test-cluster'])} {shlex.join([*make, 'test-cluster'])}; cluster=$?; "
+                    f"{pytest_bin} {moved}; moved=$?; "
+                    f"echo {shlex.quote(windowed_heading)}; ({windowed_run}); windowed=$?; "
+                    "exit $((cluster || moved || windowed))")
+    stateless_heading = f"=== the stateless shape: {' '.join(SHAPE_TESTS['stateless'])}"
+    suite_lane = (f"{deselecting(*MOVED, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}; suite=$?; "
+                  f"echo {shlex.quote(stateless_heading)}; ({stateless_run}); stateless=$?; "
+                  "exit $((suite || stateless))")
+
+    def lane(command: str, log_path: Path) -> subprocess.Popen[bytes]:
+        with log_path.open("a") as log:
+            return subprocess.Popen(["bash", "-c", command], cwd=project, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    cluster = lane(cluster_lane, cluster_log)
+    try:
+        suite = lane(suite_lane, suite_log)
+    except BaseException:
+        os.killpg(cluster.pid, signal.SIGKILL)
+        raise
+    return Lanes(suite, cluster, suite_log, cluster_log, time.monotonic())
