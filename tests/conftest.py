@@ -109,8 +109,7 @@ def rendered_lanes(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     # Imported here: rendered_lanes imports this module's render().
     from rendered_lanes import start_lanes
 
-    lanes = start_lanes(request.getfixturevalue("rendered_default"),
-                        request.getfixturevalue("project_python").parent.parent, tmp_path_factory.mktemp("lanes"))
+    lanes = start_lanes(request.getfixturevalue("project_python").parent.parent, tmp_path_factory.mktemp("lanes"))
     try:
         yield lanes
     finally:

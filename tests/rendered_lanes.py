@@ -97,18 +97,28 @@ class Lanes:
                 else:
                     time.sleep(1)
 
-    def stop(self) -> None:
-        """End a lane still running (its test failed or was interrupted), with every process it started."""
-        for lane in (self.suite, self.cluster):
-            if lane.poll() is None:
+    def stop(self, grace_seconds: float = 60) -> None:
+        """End a lane still running (its judge failed or was interrupted): interrupted as Ctrl-C
+        would, so that its tests stop the brokers, clusters and containers they started; killed,
+        with every process of its group, if it has not ended within `grace_seconds`."""
+        running = [lane for lane in (self.suite, self.cluster) if lane.poll() is None]
+        for lane in running:
+            os.killpg(lane.pid, signal.SIGINT)
+        deadline = time.monotonic() + grace_seconds
+        for lane in running:
+            try:
+                lane.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 os.killpg(lane.pid, signal.SIGKILL)
                 lane.wait()
 
 
-def start_lanes(project: Path, venv: Path, workdir: Path) -> Lanes:
-    """Start both lanes on `project` (the default rendering) with `venv` (the template tests' shared
-    project venv, which `make venv` first makes one editable install of `project`); the other
-    shapes' renderings and the logs go to `workdir`. Raises if `make venv` fails."""
+def start_lanes(venv: Path, workdir: Path) -> Lanes:
+    """Start both lanes on a default rendering of their own in `workdir` (the template's tests read
+    theirs meanwhile: the lanes' runs leave files in a project), with `venv` (the template tests'
+    shared project venv, which `make venv` first makes one editable install of that rendering); the
+    other shapes' renderings and the logs go to `workdir` too. Raises if `make venv` fails."""
+    project = render(workdir / "default")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_CURRENT_TEST")}
     make = ["make", f"VENV={venv}"]
     suite_log, cluster_log = workdir / "make-test.log", workdir / "test-cluster.log"
@@ -128,8 +138,9 @@ def start_lanes(project: Path, venv: Path, workdir: Path) -> Lanes:
                   "exit $((suite || stateless))")
 
     def lane(command: str, log_path: Path) -> subprocess.Popen[bytes]:
+        # Interrupted (Lanes.stop), a lane ends once its running test session has torn down.
         with log_path.open("a") as log:
-            return subprocess.Popen(["bash", "-c", command], cwd=project, env=env, stdout=log,
+            return subprocess.Popen(["bash", "-c", f"trap 'exit 130' INT; {command}"], cwd=project, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     cluster = lane(cluster_lane, cluster_log)
