@@ -117,13 +117,16 @@ def start_lanes(venv: Path, workdir: Path) -> Lanes:
     """Start both lanes on a default rendering of their own in `workdir` (the template's tests read
     theirs meanwhile: the lanes' runs leave files in a project), with `venv` (the template tests'
     shared project venv, which `make venv` first makes one editable install of that rendering); the
-    other shapes' renderings and the logs go to `workdir` too. Raises if `make venv` fails."""
+    other shapes' renderings and the logs go to `workdir` too. Raises, with its output, if `make venv` fails."""
     project = render(workdir / "default")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_CURRENT_TEST")}
     make = ["make", f"VENV={venv}"]
     suite_log, cluster_log = workdir / "make-test.log", workdir / "test-cluster.log"
     with suite_log.open("w") as log:
-        subprocess.run([*make, "venv"], cwd=project, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+        made = subprocess.run([*make, "venv"], cwd=project, env=env, check=False, stdout=log, stderr=subprocess.STDOUT)
+    if made.returncode != 0:
+        raise RuntimeError(f"`make venv` for the rendered suites failed ({made.returncode}):\n"
+                           f"{suite_log.read_text(errors='replace')[-3000:]}")
     stateless_run, windowed_run = shape_run("stateless", workdir, venv), shape_run("windowed-count", workdir, venv)
     pytest_bin = shlex.quote(str(venv / "bin" / "pytest"))
     moved = " ".join(MOVED)
