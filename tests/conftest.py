@@ -92,9 +92,13 @@ def project_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 SUITES_JUDGE = "test_rendered_project_suites_pass"
 
 
+def is_suites_judge(item: pytest.Item) -> bool:
+    return getattr(item, "originalname", item.name) == SUITES_JUDGE
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The judge of the rendered suites last: every other test runs while the lanes do."""
-    items.sort(key=lambda item: getattr(item, "originalname", item.name) == SUITES_JUDGE)
+    items.sort(key=is_suites_judge)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -103,7 +107,7 @@ def rendered_lanes(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     their judge is among the tests run (None otherwise): they take ~35 minutes on 2 cores, with
     ~15% of the cores idle, where the template's own tests take ~8 minutes alone. Stopped at
     the end of the session if still running (their judge failed or was interrupted)."""
-    if not any(getattr(item, "originalname", item.name) == SUITES_JUDGE for item in request.session.items):
+    if not any(map(is_suites_judge, request.session.items)):
         yield None
         return
     # Imported here: rendered_lanes imports this module's render().
