@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import (
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 
-from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce, serving
+from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce, serving, started_twice
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,12 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaHandle]:
-    try:
-        with provide_kafka(tmp_path_factory.mktemp("kafka")) as handle:
-            announce(request, handle.describe())
-            yield handle
-    except KafkaUnavailable as error:
-        pytest.fail(f"this test needs a real Kafka broker and none could be had.\n{error}", pytrace=False)
+    with ExitStack() as stack:
+        handle = started_twice(request, lambda: stack.enter_context(provide_kafka(tmp_path_factory.mktemp("kafka"))),
+                               KafkaUnavailable, "this test needs a real Kafka broker")
+        announce(request, handle.describe())
+        yield handle
 
 
 @pytest.fixture(scope="session")

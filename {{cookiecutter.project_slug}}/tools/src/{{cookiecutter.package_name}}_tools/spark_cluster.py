@@ -18,9 +18,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from .processes import descendants, free_port, kill_processes
+from .starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 
 
 class ClusterUnavailable(RuntimeError):
@@ -88,21 +90,21 @@ class SparkCluster:
     def __exit__(self, *_exc: object) -> None:
         self.stop()
 
-    def start(self, timeout: float = 120.0) -> float:
-        """Start the master and every worker; wait until all workers are registered and alive.
-        Returns the seconds it took."""
+    def start(self, bound_seconds: float = BOUND_SECONDS) -> float:
+        """Start the master and every worker; wait until all workers are registered and alive,
+        while the processes live and make progress (starting.py). Returns the seconds it took."""
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.master = self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                   "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._wait(lambda: self._state() is not None, timeout, "the master did not answer")
+        self._wait(lambda: self._state() is not None, "the Spark master", bound_seconds)
         for index in range(len(self.workers)):
             self.start_worker(index, wait=False)
-        self._wait(lambda: self.alive_workers() == len(self.workers), timeout,
-                   f"{len(self.workers)} workers did not register")
+        self._wait(lambda: self.alive_workers() == len(self.workers), f"{len(self.workers)} Spark workers",
+                   bound_seconds)
         return time.monotonic() - started
 
-    def start_worker(self, index: int, wait: bool = True, timeout: float = 120.0) -> None:
+    def start_worker(self, index: int, wait: bool = True, bound_seconds: float = BOUND_SECONDS) -> None:
         work = self.workdir / f"worker-{index}"
         work.mkdir(parents=True, exist_ok=True)
         before = self.alive_workers() if wait else 0
@@ -111,7 +113,7 @@ class SparkCluster:
             "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
             "--webui-port", str(free_port()), self.url)
         if wait:
-            self._wait(lambda: self.alive_workers() > before, timeout, f"worker {index} did not register")
+            self._wait(lambda: self.alive_workers() > before, f"Spark worker {index}", bound_seconds)
 
     def kill_worker(self, index: int) -> list[int]:
         """SIGKILL worker `index` and its executors (their JVMs are its children): a lost machine.
@@ -161,14 +163,19 @@ class SparkCluster:
         except (OSError, ValueError):
             return None
 
-    def _wait(self, condition, timeout: float, problem: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.master is not None and self.master.poll() is not None:
-                break
-            if condition():
-                return
-            time.sleep(0.3)
-        self.stop()
-        raise ClusterUnavailable(f"{problem} within {timeout:.0f}s; logs in {self.workdir}")
+    def _wait(self, condition: Callable[[], bool], what: str, bound_seconds: float) -> None:
+        """Until `condition`, while the master and the workers live and any of them makes progress;
+        the cluster stopped, and ClusterUnavailable, if the master exits or all stall."""
+        members = [process for process in (self.master, *self.workers) if process is not None]
+        logs = sorted(self.workdir.glob("*.log"))
 
+        def progress() -> Hashable:
+            return tuple(tree_progress(process.pid)() for process in members), tuple(
+                log.stat().st_size for log in logs if log.exists())
+
+        try:
+            wait_for_start(what, condition, alive=lambda: self.master is not None and self.master.poll() is None,
+                           progress=progress, bound_seconds=bound_seconds)
+        except StartFailed as error:
+            self.stop()
+            raise ClusterUnavailable(f"{error}; logs in {self.workdir}") from None

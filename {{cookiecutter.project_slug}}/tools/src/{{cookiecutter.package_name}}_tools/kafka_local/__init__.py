@@ -70,7 +70,7 @@ def provide_kafka(workdir: Path | None = None, provider: str | None = None) -> I
     if choice == "env" or (choice == "auto" and bootstrap):
         if not bootstrap:
             raise KafkaUnavailable("KAFKA_PROVIDER=env, but KAFKA_BOOTSTRAP_SERVERS is not set.")
-        wait_until_serving(bootstrap, timeout=30)
+        wait_until_serving(bootstrap, "KAFKA_BOOTSTRAP_SERVERS", bound_seconds=30)
         yield KafkaHandle("env", bootstrap)
         return
     if choice == "testcontainers" or (choice == "auto" and docker_engine_answers()):

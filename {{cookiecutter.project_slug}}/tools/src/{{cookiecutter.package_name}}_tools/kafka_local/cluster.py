@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from ..processes import free_ports
+from ..starting import BOUND_SECONDS
 from .container_node import ContainerNode
 from .containers import reap_orphans
 from .engine import container_engine
@@ -72,8 +73,10 @@ class LocalKafkaCluster:
         """The SASL_SSL listeners (a secured cluster's)."""
         return ",".join(node.secured_bootstrap_servers for node in self.nodes.values())
 
-    def start(self, timeout: float = 120.0) -> float:
-        """Start every node and wait until all serve; returns the seconds it took."""
+    def start(self, bound_seconds: float = BOUND_SECONDS) -> float:
+        """Start every node and wait until all serve, each while it lives and makes progress, up
+        to `bound_seconds` (starting.py); returns the seconds it took, the container engine's
+        start and the image's build included (which the nodes' waits do not count)."""
         started = time.monotonic()
         for node in self.nodes.values():  # the ports are settled now (kafka up reuses a cluster's)
             node.voters = self.voters
@@ -84,7 +87,7 @@ class LocalKafkaCluster:
             with ThreadPoolExecutor(len(self.nodes)) as pool:
                 list(pool.map(lambda node: node.launch(), self.nodes.values()))
             for node in self.nodes.values():
-                node.wait_until_serving(started + timeout)
+                node.wait_until_serving(bound_seconds)
         except BaseException:
             self.stop()
             raise
@@ -118,9 +121,9 @@ class LocalKafkaCluster:
     def resume(self, node_id: int) -> None:
         self.nodes[node_id].resume()
 
-    def start_node(self, node_id: int, timeout: float = 90.0) -> float:
+    def start_node(self, node_id: int, bound_seconds: float = BOUND_SECONDS) -> float:
         """Start a node that was killed or stopped, on its data; returns the seconds it took."""
-        return self.nodes[node_id].start(timeout)
+        return self.nodes[node_id].start(bound_seconds)
 
     def restart_next_node(self) -> None:
         """kill -9 of one node and its restart on its data, the next one at each call."""

@@ -8,14 +8,21 @@ certificates are mounted read-only at the path the configuration names."""
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
-from .containers import DATA_DIR, image_environment, owner_labels, remove_volume, wait_until_serving
+from ..starting import BOUND_SECONDS
+from .containers import (
+    DATA_DIR,
+    container_progress,
+    image_environment,
+    owner_labels,
+    remove_volume,
+    wait_until_serving,
+)
 from .process import LocalKafkaBroker, server_properties
 
 
@@ -59,9 +66,11 @@ class ContainerNode(LocalKafkaBroker):
             container = container.with_env(name, value)
         self._container = container.start()
 
-    def wait_until_serving(self, deadline: float) -> None:
+    def wait_until_serving(self, bound_seconds: float = BOUND_SECONDS) -> None:
+        assert self._container is not None, "launch() first"
         try:
-            wait_until_serving(self.bootstrap_servers, max(deadline - time.monotonic(), 1.0), self.running)
+            wait_until_serving(self.bootstrap_servers, f"Kafka node {self.node_id}", self.running,
+                               container_progress(self._container.get_wrapped_container()), bound_seconds)
         except KafkaUnavailable as error:
             raise KafkaUnavailable(f"Kafka node {self.node_id} (container {self.container_id}): {error}\n"
                                    f"its last output:\n{self._log_tail()}") from None

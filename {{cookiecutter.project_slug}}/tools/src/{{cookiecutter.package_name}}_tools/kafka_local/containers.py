@@ -8,13 +8,14 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from ..processes import free_ports
+from ..starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 from . import sasl
 from .process import new_cluster_id
 
@@ -78,36 +79,55 @@ def owner_labels() -> dict[str, str]:
     return {OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"}
 
 
-def wait_until_serving(bootstrap: str, timeout: float, alive: Callable[[], bool] | None = None) -> None:
-    """Wait until Kafka answers; give up early when `alive` says the broker has exited."""
+def wait_until_serving(bootstrap: str, what: str, alive: Callable[[], bool] | None = None,
+                       progress: Callable[[], Hashable] | None = None, bound_seconds: float = BOUND_SECONDS) -> None:
+    """Wait until Kafka at `bootstrap` answers, while `alive` and making `progress` (starting.py);
+    KafkaUnavailable, naming `what` and the client's last error, once it exits, stalls or passes the
+    bound. Without `alive` and `progress` (a broker started elsewhere), only the bound ends the wait."""
     from confluent_kafka.admin import AdminClient
 
     # Quiet (critical only): "connection refused" is expected while the broker starts.
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
-    deadline = time.monotonic() + timeout
     last_error = ""
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
+        nonlocal last_error
         try:
             admin.list_topics(timeout=2)
-            return
-        except Exception as error:  # noqa: BLE001 - retried until the deadline
+            return True
+        except Exception as error:  # noqa: BLE001 - asked again until the wait ends
             # Keep the text only: the exception's traceback would keep the client alive (and
             # retrying in the background) after this function returns.
             last_error = str(error)
-            if alive is not None and not alive():
-                raise KafkaUnavailable(f"Kafka at {bootstrap} exited while starting: {last_error}") from None
-            time.sleep(0.5)
-    raise KafkaUnavailable(f"Kafka at {bootstrap} did not answer within {timeout:.0f}s: {last_error}")
+            return False
+
+    try:
+        wait_for_start(f"{what} (Kafka at {bootstrap})", answers, alive=alive or (lambda: True),
+                       progress=progress or time.monotonic, bound_seconds=bound_seconds)
+    except StartFailed as error:
+        raise KafkaUnavailable(f"{error}: {last_error}") from None
+
+
+def container_progress(container: Any) -> Callable[[], Hashable]:
+    """A sign of progress for a container (docker-py's Container): the CPU time of its processes
+    (its main process's tree, on this host's kernel) and the length of its output."""
+
+    def progress() -> Hashable:
+        container.reload()
+        pid = container.attrs.get("State", {}).get("Pid") or None
+        return tree_progress(pid)(), len(container.logs(tail=200))
+
+    return progress
 
 
 class KafkaContainer:
     """A started Kafka container whose data lives in a named volume, so it survives a kill."""
 
-    def __init__(self, container: Any, bootstrap: str, sasl_bootstrap: str, timeout: float) -> None:
+    def __init__(self, container: Any, bootstrap: str, sasl_bootstrap: str, bound_seconds: float) -> None:
         self.container = container  # testcontainers' DockerContainer
         self.bootstrap_servers = bootstrap
         self.sasl_bootstrap_servers = sasl_bootstrap
-        self.timeout = timeout
+        self.bound_seconds = bound_seconds
 
     @property
     def container_id(self) -> str:
@@ -122,7 +142,8 @@ class KafkaContainer:
         wrapped.kill()  # SIGKILL by default
         wrapped.wait(timeout=30)
         wrapped.start()
-        wait_until_serving(self.bootstrap_servers, self.timeout, self.running)
+        wait_until_serving(self.bootstrap_servers, "the Kafka container", self.running, container_progress(wrapped),
+                           self.bound_seconds)
 
     def running(self) -> bool:
         wrapped = self.container.get_wrapped_container()
@@ -131,7 +152,7 @@ class KafkaContainer:
 
 
 @contextmanager
-def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContainer]:
+def kafka_container(image: str, bound_seconds: float = BOUND_SECONDS) -> Iterator[KafkaContainer]:
     """Yield a serving Kafka container; the container and its data volume are removed on exit."""
     import docker
     from testcontainers.core.container import DockerContainer
@@ -153,9 +174,10 @@ def kafka_container(image: str, timeout: float = 120.0) -> Iterator[KafkaContain
         container = container.with_env(name, value)
     try:
         with container:
-            started = KafkaContainer(container, f"127.0.0.1:{port}", f"127.0.0.1:{sasl_port}", timeout)
+            started = KafkaContainer(container, f"127.0.0.1:{port}", f"127.0.0.1:{sasl_port}", bound_seconds)
             try:
-                wait_until_serving(started.bootstrap_servers, timeout, started.running)
+                wait_until_serving(started.bootstrap_servers, "the Kafka container", started.running,
+                                   container_progress(container.get_wrapped_container()), bound_seconds)
             except KafkaUnavailable as error:
                 logs = b"".join(container.get_logs()).decode(errors="replace")
                 raise KafkaUnavailable(f"{error}\nlast container output:\n{logs[-3000:]}") from None

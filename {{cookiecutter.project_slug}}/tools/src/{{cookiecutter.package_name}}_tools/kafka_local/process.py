@@ -18,6 +18,7 @@ from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
 from .. import maven
 from ..processes import free_ports
+from ..starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 from . import sasl
 from . import secured as listener_tls
 from .secured import Certificates
@@ -155,12 +156,13 @@ class LocalKafkaBroker:
                                        f"{result.stdout}{result.stderr}")
         return config
 
-    def start(self, timeout: float = 90.0) -> float:
-        """Start the broker and wait until it serves; returns the seconds it took."""
+    def start(self, bound_seconds: float = BOUND_SECONDS) -> float:
+        """Start the broker and wait until it serves (starting.wait_for_start: while it lives and
+        makes progress, up to `bound_seconds`); returns the seconds it took."""
         started = time.monotonic()
         self.launch()
         try:
-            self.wait_until_serving(started + timeout)
+            self.wait_until_serving(bound_seconds)
         except KafkaUnavailable:
             if not self._stale_quorum_state():
                 raise
@@ -169,7 +171,7 @@ class LocalKafkaBroker:
             # Without its quorum-state file it learns the quorum's leader from the other voters.
             (self.workdir / "data" / "__cluster_metadata-0" / "quorum-state").unlink(missing_ok=True)
             self.launch()
-            self.wait_until_serving(time.monotonic() + timeout)
+            self.wait_until_serving(bound_seconds)
         return time.monotonic() - started
 
     def _stale_quorum_state(self) -> bool:
@@ -186,19 +188,20 @@ class LocalKafkaBroker:
                 stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True,
             )
 
-    def wait_until_serving(self, deadline: float) -> None:
-        """Until the launched broker serves; stopped, and KafkaUnavailable, past `deadline` (monotonic)."""
+    def wait_until_serving(self, bound_seconds: float = BOUND_SECONDS) -> None:
+        """Until the launched broker serves, while it lives and makes progress (starting.py);
+        stopped, and KafkaUnavailable with the end of its log, if it exits, stalls or passes the bound."""
         assert self.process is not None, "launch() first"
+        process = self.process
         what = "the local Kafka broker" if self.voters is None else f"Kafka node {self.node_id}"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise KafkaUnavailable(f"{what} exited with code {self.process.returncode} while starting; "
-                                       f"its log is {self.log_file}:\n{self._log_tail()}")
-            if self._log_has_ready_line(self._log_offset) and _accepts(self.port):
-                return
-            time.sleep(0.2)
-        self.kill()
-        raise KafkaUnavailable(f"{what} was not serving in time; its log is {self.log_file}")
+        try:
+            wait_for_start(what, lambda: self._log_has_ready_line(self._log_offset) and _accepts(self.port),
+                           alive=lambda: process.poll() is None, bound_seconds=bound_seconds,
+                           progress=tree_progress(process.pid, self.log_file, self.workdir / "logs" / "stdout.log"))
+        except StartFailed as error:
+            self.kill()
+            code = "" if process.returncode is None else f" (exit code {process.returncode})"
+            raise KafkaUnavailable(f"{error}{code}; its log is {self.log_file}:\n{self._log_tail()}") from None
 
     def _log_has_ready_line(self, offset: int) -> bool:
         if not self.log_file.exists():

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import maven
 from ..processes import free_port
+from ..starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 
 S3PROXY_VERSION = "4.0.0"
 REGION = "us-east-1"
@@ -41,8 +42,9 @@ class S3Server:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> float:
-        """Start the server and wait until it answers; returns the seconds it took."""
+    def start(self, bound_seconds: float = BOUND_SECONDS) -> float:
+        """Start the server and wait until it answers, while it lives and makes progress
+        (starting.py); returns the seconds it took."""
         jars = maven.resolve_jars(resources.files(__package__).joinpath("pom.xml").read_bytes(),
                                   f"s3proxy-{S3PROXY_VERSION}", S3Unavailable)
         java = maven.require("java", "openjdk-17-jre-headless", S3Unavailable, "the local S3 server")
@@ -62,15 +64,14 @@ class S3Server:
                 [java, "-Xmx256m", "-Dlogback.configurationFile=/dev/null", "-cp", f"{jars}/*",
                  "org.gaul.s3proxy.Main", "--properties", str(properties)],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        while time.monotonic() - started < timeout:
-            if self.process.poll() is not None:
-                raise S3Unavailable(f"S3Proxy exited with status {self.process.returncode}; "
-                                    f"see {self.workdir / 's3proxy.log'}")
-            if self._answers():
-                return time.monotonic() - started
-            time.sleep(0.2)
-        self.stop()
-        raise S3Unavailable(f"S3Proxy did not answer on {self.endpoint} within {timeout:.0f}s")
+        process, log_path = self.process, self.workdir / "s3proxy.log"
+        try:
+            wait_for_start(f"S3Proxy on {self.endpoint}", self._answers, alive=lambda: process.poll() is None,
+                           progress=tree_progress(process.pid, log_path), bound_seconds=bound_seconds)
+        except StartFailed as error:
+            self.stop()
+            raise S3Unavailable(f"{error}; see {log_path}") from None
+        return time.monotonic() - started
 
     def _answers(self) -> bool:
         try:
