@@ -31,6 +31,7 @@ def exact(job, *samples) -> None:
     assert verdict.dead_letter_ok
 
 
+@pytest.mark.timeout(3600)  # eight submissions to the cluster: a hang guard for a loaded machine, not a bound
 def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, spark_cluster, s3_server):
     """The driver SIGKILLed at every step of the protocol, one after the other on one checkpoint
     in S3 (harness.crash_at_each_point), each run submitted to the cluster by spark-submit.sh,
@@ -80,31 +81,33 @@ def test_the_s3_server_killed_while_the_job_writes_its_checkpoint_costs_nothing(
     """The checkpoint's store fails in the middle of its writes: while batches run (each writes its
     offsets, its state's files, the sink's log entry and its commit to the bucket, 0.5 s apart),
     the S3 server is SIGKILLed at moments drawn from a seed, four times, each time back 2 s later
-    on the same data. The job waits (the S3 clients' retries) or restarts its query from the
-    checkpoint; the output stays exact."""
+    on the same data, and more input follows each kill, so that the job has batches to write
+    whatever the machine's speed (it waits out 30 s without input before it ends). The job waits
+    (the S3 clients' retries) or restarts its query from the checkpoint; the output stays exact."""
     job = cluster_job
-    first = produce_sample(job, count=4000, seed=95, partitions=4)
+    samples = [produce_sample(job, count=2000, seed=95, partitions=4)]
     outcome: dict = {}
     running = threading.Thread(target=lambda: outcome.update(run=job.run(
-        max_offsets_per_trigger="150", until_idle=6, timeout=900, restart_strategy="fixed-delay",
+        max_offsets_per_trigger="150", until_idle=60, timeout=1200, restart_strategy="fixed-delay",
         restart_attempts="100")))
     running.start()
     rng, kills = random.Random(95), 0
     try:
-        wait_until(lambda: job.published().answers, 300, "a count published on the cluster", interval=0.5)
+        wait_until(lambda: job.published().answers, 600, "a count published on the cluster", interval=0.5)
         while running.is_alive() and kills < 4:
             time.sleep(rng.uniform(0.5, 2.5))
             s3_server.stop()
             kills += 1
             time.sleep(2.0)
             s3_server.start()
+            samples.append(produce_sample(job, count=500, seed=95 + kills, partitions=4))
     finally:
         if s3_server.process is None:
             s3_server.start()
-        running.join(900)
+        running.join(1200)
     assert kills == 4, f"the run ended after {kills} kills of the S3 server"
     assert outcome["run"].returncode == 0, outcome["run"].stdout[-3000:]
-    exact(job, first)
+    exact(job, *samples)
 
 
 @pytest.mark.timeout(3600)
