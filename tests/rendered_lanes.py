@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import render, rendering_env
+from cpu_accounts import Account, containers_seconds, machine_seconds, per_test, table
 
 # From `make test` to the cluster lane, so that the lanes end about together (in the CI log of
 # a6692d3, `make test` and the stateless shape's tests with its chaos run took 36:17, the cluster
@@ -62,15 +63,23 @@ def deselections(*tests: str) -> str:
     return " ".join(shlex.quote(f"--deselect={test}") for test in tests)
 
 
+# The per-test CPU plugin (cpu_per_test/), which every pytest of the lanes loads.
+PLUGIN_DIR = Path(__file__).resolve().parent / "cpu_per_test"
+PLUGIN = "-p cpu_per_test"
+
+
 def deselecting(*tests: str) -> str:
-    """PYTEST_ADDOPTS=... for a make target's command line, leaving `tests` out."""
-    return "PYTEST_ADDOPTS=" + shlex.quote(deselections(*tests))
+    """PYTEST_ADDOPTS=... for a make target's command line, leaving `tests` out (and the per-test
+    CPU plugin loaded)."""
+    return "PYTEST_ADDOPTS=" + shlex.quote(f"{PLUGIN} {deselections(*tests)}")
 
 
 def shape_run(shape: str, tmp_path: Path, venv: Path) -> str:
     """The shell command that renders nothing (the rendering is made here) and runs the shape's tests."""
     project = render(tmp_path / shape, query=shape)
-    return (f"cd {shlex.quote(str(project))} && PYTHONPATH={shlex.quote(rendering_env(project)['PYTHONPATH'])} "
+    path = os.pathsep.join((rendering_env(project)["PYTHONPATH"], str(PLUGIN_DIR)))
+    return (f"cd {shlex.quote(str(project))} && PYTHONPATH={shlex.quote(path)} "
+            f"CI_CPU_LANE=\"$CI_CPU_LANE, {shape}\" "
             f"{shlex.quote(str(venv / 'bin' / 'pytest'))} -p no:cacheprovider "
             f"--crash-points={','.join(SHAPE_CRASH_POINTS)} {shlex.join(SHAPE_TESTS[shape])}")
 
@@ -84,6 +93,10 @@ class Lanes:
     suite_log: Path
     cluster_log: Path
     started: float
+    accounts: dict[str, Account | None]  # each lane's CPU account (cpu_accounts.py), None where none could be made
+    cpu_log: Path  # the lanes' tests, one JSON line each (cpu_per_test.py)
+    machine_at_start: float
+    containers_at_start: float | None
 
     def follow_suite(self) -> int:
         """Print `make test`'s lane's log as it grows, until the lane ends; its exit code."""
@@ -96,6 +109,18 @@ class Lanes:
                     return self.suite.returncode
                 else:
                     time.sleep(1)
+
+    def cpu_table(self, walls: dict[str, float]) -> str:
+        """Where the lanes' time went (cpu_accounts.table), since they began; the accounts removed."""
+        lanes = {}
+        for name, account in self.accounts.items():
+            lanes[name] = (walls[name], None if account is None else account.seconds())
+            if account is not None:
+                account.remove()
+        containers = containers_seconds()
+        return table(lanes, machine_seconds() - self.machine_at_start,
+                     None if containers is None or self.containers_at_start is None
+                     else containers - self.containers_at_start, per_test(self.cpu_log))
 
     def stop(self, grace_seconds: float = 60) -> None:
         """End a lane still running (its judge failed or was interrupted): interrupted as Ctrl-C
@@ -132,7 +157,7 @@ def start_lanes(venv: Path, workdir: Path) -> Lanes:
     moved = " ".join(MOVED)
     windowed_heading = f"=== the windowed-count shape: {' '.join(SHAPE_TESTS['windowed-count'])}"
     cluster_lane = (f"{deselecting(*LEFT_OUT['test-cluster'])} {shlex.join([*make, 'test-cluster'])}; cluster=$?; "
-                    f"{pytest_bin} {moved}; moved=$?; "
+                    f"CI_CPU_LANE=\"$CI_CPU_LANE, moved\" {pytest_bin} {moved}; moved=$?; "
                     f"echo {shlex.quote(windowed_heading)}; ({windowed_run}); windowed=$?; "
                     "exit $((cluster || moved || windowed))")
     stateless_heading = f"=== the stateless shape: {' '.join(SHAPE_TESTS['stateless'])}"
@@ -140,16 +165,28 @@ def start_lanes(venv: Path, workdir: Path) -> Lanes:
                   f"echo {shlex.quote(stateless_heading)}; ({stateless_run}); stateless=$?; "
                   "exit $((suite || stateless))")
 
-    def lane(command: str, log_path: Path) -> subprocess.Popen[bytes]:
-        # Interrupted (Lanes.stop), a lane ends once its running test session has torn down.
-        with log_path.open("a") as log:
-            return subprocess.Popen(["bash", "-c", f"trap 'exit 130' INT; {command}"], cwd=project, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    cpu_log = workdir / "cpu-per-test.jsonl"
+    accounts = {"make test": Account.new("suite"), "make test-cluster": Account.new("cluster")}
+    lane_env = {**env, "PYTHONPATH": str(PLUGIN_DIR), "PYTEST_ADDOPTS": PLUGIN, "CI_CPU_LOG": str(cpu_log)}
+    machine_at_start, containers_at_start = machine_seconds(), containers_seconds()
 
-    cluster = lane(cluster_lane, cluster_log)
+    def lane(name: str, command: str, log_path: Path) -> subprocess.Popen[bytes]:
+        # Interrupted (Lanes.stop), a lane ends once its running test session has torn down.
+        # The lane's shell joins its account first: everything it starts is charged to it.
+        account = accounts[name]
+        join = "" if account is None else f"echo $$ > {shlex.quote(str(account.tasks))}; "
+        with log_path.open("a") as log:
+            return subprocess.Popen(["bash", "-c", f"{join}trap 'exit 130' INT; {command}"], cwd=project,
+                                    env={**lane_env, "CI_CPU_LANE": name,
+                                         "CI_CPU_ACCOUNT": "" if account is None else str(account.path)},
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+
+    cluster = lane("make test-cluster", cluster_lane, cluster_log)
     try:
-        suite = lane(suite_lane, suite_log)
+        suite = lane("make test", suite_lane, suite_log)
     except BaseException:
         os.killpg(cluster.pid, signal.SIGKILL)
         raise
-    return Lanes(suite, cluster, suite_log, cluster_log, time.monotonic())
+    return Lanes(suite, cluster, suite_log, cluster_log, time.monotonic(), accounts, cpu_log, machine_at_start,
+                 containers_at_start)

@@ -40,10 +40,15 @@ def test_rendered_project_suites_pass(rendered_lanes: Lanes | None, capsys: pyte
         print(f"\n=== rendered project suites: make test (its log so far, then as it grows) and make test-cluster"
               f" (its log: {rendered_lanes.cluster_log}, printed when it ends)", flush=True)
         suite = rendered_lanes.follow_suite()
+        walls = {"make test": time.monotonic() - rendered_lanes.started}
         cluster = rendered_lanes.cluster.wait()
+        walls["make test-cluster"] = time.monotonic() - rendered_lanes.started
         print(f"\n=== rendered project cluster lane: make test-cluster, then {moved}, then the windowed-count "
-              f"shape's tests (ended {time.monotonic() - rendered_lanes.started:.0f}s after both began):\n"
+              f"shape's tests (ended {walls['make test-cluster']:.0f}s after both began):\n"
               f"{rendered_lanes.cluster_log.read_text(errors='replace')}", flush=True)
+        # Where the lanes' minutes went: CPU seconds per lane and per test (cpu_accounts.py).
+        print(f"\n=== where the lanes' time went (CPU from each lane's cgroup; the machine's over the same "
+              f"span; the costliest tests):\n{rendered_lanes.cpu_table(walls)}", flush=True)
     lanes = (("make test or the stateless shape's tests", suite),
              (f"make test-cluster, {moved} or the windowed-count shape's tests", cluster))
     failed = [name for name, code in lanes if code != 0]
