@@ -13,21 +13,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# The per-test plugin's reader: it runs in the rendered suites' venv, so it imports nothing of these tests.
+from cpu_per_test.cpu_per_test import cgroup_cpu_seconds
+
 V1 = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1: cpuacct.usage, nanoseconds
 V2 = Path("/sys/fs/cgroup")  # cgroup v2: cpu.stat's usage_usec
 CONTAINERS = ("libpod_parent", "machine.slice")  # where Podman puts its containers, cgroupfs or systemd
-
-
-def _usage_seconds(group: Path) -> float | None:
-    try:
-        if (group / "cpuacct.usage").exists():
-            return int((group / "cpuacct.usage").read_text()) / 1e9
-        for line in (group / "cpu.stat").read_text().splitlines():
-            if line.startswith("usage_usec "):
-                return int(line.split()[1]) / 1e6
-    except (OSError, ValueError):
-        return None
-    return None
 
 
 def machine_seconds() -> float:
@@ -41,7 +32,7 @@ def containers_seconds() -> float | None:
     """CPU seconds of every container the engine has run (the cgroup above them keeps their sum)."""
     for root in (V1, V2):
         for name in CONTAINERS:
-            if (seconds := _usage_seconds(root / name)) is not None:
+            if (seconds := cgroup_cpu_seconds(root / name)) is not None:
                 return seconds
     return None
 
@@ -60,7 +51,7 @@ class Account:
             path.mkdir()
         except OSError:
             return None
-        if _usage_seconds(path) is None:
+        if cgroup_cpu_seconds(path) is None:
             path.rmdir()
             return None
         return cls(path)
@@ -71,7 +62,7 @@ class Account:
         return self.path / ("tasks" if (self.path / "tasks").exists() else "cgroup.procs")
 
     def seconds(self) -> float:
-        return _usage_seconds(self.path) or 0.0
+        return cgroup_cpu_seconds(self.path) or 0.0
 
     def remove(self) -> None:
         try:

@@ -17,8 +17,9 @@ import pytest
 ACCOUNT, LOG, LANE = (os.environ.get(name, "") for name in ("CI_CPU_ACCOUNT", "CI_CPU_LOG", "CI_CPU_LANE"))
 
 
-def _cpu_seconds() -> float | None:
-    group = Path(ACCOUNT)
+def cgroup_cpu_seconds(group: Path) -> float | None:
+    """The CPU seconds a cgroup's processes have used: cgroup v1's cpuacct.usage (nanoseconds) or
+    v2's cpu.stat usage_usec; None where the group has neither."""
     try:
         if (group / "cpuacct.usage").exists():
             return int((group / "cpuacct.usage").read_text()) / 1e9
@@ -32,11 +33,11 @@ def _cpu_seconds() -> float | None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    started, cpu = time.monotonic(), _cpu_seconds() if ACCOUNT else None
+    started, cpu = time.monotonic(), cgroup_cpu_seconds(Path(ACCOUNT)) if ACCOUNT else None
     yield
     if not LOG:
         return
-    after = _cpu_seconds() if ACCOUNT else None
+    after = cgroup_cpu_seconds(Path(ACCOUNT)) if ACCOUNT else None
     line = {"lane": LANE, "test": item.nodeid, "wall_s": round(time.monotonic() - started, 1),
             "cpu_s": None if cpu is None or after is None else round(after - cpu, 1)}
     with open(LOG, "a") as log:

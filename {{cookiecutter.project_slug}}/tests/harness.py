@@ -215,7 +215,7 @@ def serving(request: pytest.FixtureRequest, service: S, unavailable: type[Except
     that needs it would error on that one failure), or fail the test saying that it needs
     `needed` and why none could be had (`unavailable`'s message says how to provide one);
     announce it; stop it after the session."""
-    seconds = started_twice(request, lambda: service.start(), unavailable, needed)
+    seconds = started_twice(request, service.start, unavailable, needed)
     announce(request, describe(service, seconds))
     yield service
     service.stop()

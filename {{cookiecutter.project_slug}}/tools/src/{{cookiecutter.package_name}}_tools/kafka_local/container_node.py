@@ -72,8 +72,8 @@ class ContainerNode(LocalKafkaBroker):
             wait_until_serving(self.bootstrap_servers, f"Kafka node {self.node_id}", self.running,
                                container_progress(self._container.get_wrapped_container()), bound_seconds)
         except KafkaUnavailable as error:
-            raise KafkaUnavailable(f"Kafka node {self.node_id} (container {self.container_id}): {error}\n"
-                                   f"its last output:\n{self._log_tail()}") from None
+            raise KafkaUnavailable(f"{error}\ncontainer {self.container_id}'s last output:\n{self._log_tail()}"
+                                   ) from None
 
     @property
     def container_id(self) -> str:
