@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The per-test plugin's reader: it runs in the rendered suites' venv, so it imports nothing of these tests.
-from cpu_per_test.cpu_per_test import cgroup_cpu_seconds
+from cpu_plugin.cpu_seconds import cgroup_cpu_seconds
 
 V1 = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1: cpuacct.usage, nanoseconds
 V2 = Path("/sys/fs/cgroup")  # cgroup v2: cpu.stat's usage_usec
@@ -72,7 +72,7 @@ class Account:
 
 
 def per_test(log: Path) -> list[dict[str, object]]:
-    """The per-test lines that cpu_per_test.py wrote (lane, test, wall and CPU seconds)."""
+    """The per-test lines that cpu_plugin/cpu_seconds.py wrote (lane, test, wall and CPU seconds)."""
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]

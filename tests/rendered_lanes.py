@@ -63,9 +63,9 @@ def deselections(*tests: str) -> str:
     return " ".join(shlex.quote(f"--deselect={test}") for test in tests)
 
 
-# The per-test CPU plugin (cpu_per_test/), which every pytest of the lanes loads.
-PLUGIN_DIR = Path(__file__).resolve().parent / "cpu_per_test"
-PLUGIN = "-p cpu_per_test"
+# The per-test CPU plugin (cpu_plugin/cpu_seconds.py), which every pytest of the lanes loads.
+PLUGIN_DIR = Path(__file__).resolve().parent / "cpu_plugin"
+PLUGIN = "-p cpu_seconds"
 
 
 def deselecting(*tests: str) -> str:
@@ -94,7 +94,7 @@ class Lanes:
     cluster_log: Path
     started: float
     accounts: dict[str, Account | None]  # each lane's CPU account (cpu_accounts.py), None where none could be made
-    cpu_log: Path  # the lanes' tests, one JSON line each (cpu_per_test.py)
+    cpu_log: Path  # the lanes' tests, one JSON line each (cpu_plugin/cpu_seconds.py)
     machine_at_start: float
     containers_at_start: float | None
 
