@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from cpu_plugin.cpu_seconds import cgroup_cpu_seconds
 V1 = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1: cpuacct.usage, nanoseconds
 V2 = Path("/sys/fs/cgroup")  # cgroup v2: cpu.stat's usage_usec
 CONTAINERS = ("libpod_parent", "machine.slice")  # where Podman puts its containers, cgroupfs or systemd
+# The per-test CPU plugin, which every charged pytest loads (PYTHONPATH and PYTEST_ADDOPTS).
+PLUGIN_DIR = Path(__file__).resolve().parent / "cpu_plugin"
+PLUGIN = "-p cpu_seconds"
 
 
 def machine_seconds() -> float:
@@ -64,11 +68,23 @@ class Account:
     def seconds(self) -> float:
         return cgroup_cpu_seconds(self.path) or 0.0
 
+    def charged(self, argv: list[str]) -> list[str]:
+        """`argv` run so that it, and every process it starts, is charged to this account."""
+        return ["bash", "-c", f'echo $$ > {shlex.quote(str(self.tasks))}; exec "$@"', "charged", *argv]
+
     def remove(self) -> None:
         try:
             self.path.rmdir()
         except OSError:
             pass  # a process still in it (an orphan not yet reaped): the kernel keeps it until then
+
+
+def plugin_env(env: dict[str, str], log: Path, lane: str, account: Account | None) -> dict[str, str]:
+    """`env` with the per-test plugin loaded (after env's own PYTEST_ADDOPTS and PYTHONPATH), writing
+    `lane`'s tests to `log`, their CPU read from `account` (None: wall-clock seconds only)."""
+    path = os.pathsep.join(filter(None, (env.get("PYTHONPATH"), str(PLUGIN_DIR))))
+    return {**env, "PYTHONPATH": path, "PYTEST_ADDOPTS": " ".join(filter(None, (env.get("PYTEST_ADDOPTS"), PLUGIN))),
+            "CI_CPU_LOG": str(log), "CI_CPU_LANE": lane, "CI_CPU_ACCOUNT": "" if account is None else str(account.path)}
 
 
 def per_test(log: Path) -> list[dict[str, object]]:

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import render, rendering_env
-from cpu_accounts import Account, containers_seconds, machine_seconds, per_test, table
+from cpu_accounts import (
+    PLUGIN,
+    PLUGIN_DIR,
+    Account,
+    containers_seconds,
+    machine_seconds,
+    per_test,
+    table,
+)
 
 # From `make test` to the cluster lane, so that the lanes end about together (in the CI log of
 # a6692d3, `make test` and the stateless shape's tests with its chaos run took 36:17, the cluster
@@ -61,11 +69,6 @@ def deselections(*tests: str) -> str:
     """PYTEST_ADDOPTS's value leaving `tests` out (not --ignore: testpaths name them), each option
     quoted: pytest splits the variable as a shell would, and a parametrized test's id may hold spaces."""
     return " ".join(shlex.quote(f"--deselect={test}") for test in tests)
-
-
-# The per-test CPU plugin (cpu_plugin/cpu_seconds.py), which every pytest of the lanes loads.
-PLUGIN_DIR = Path(__file__).resolve().parent / "cpu_plugin"
-PLUGIN = "-p cpu_seconds"
 
 
 def deselecting(*tests: str) -> str:

@@ -16,12 +16,15 @@ import os
 import re
 import subprocess
 import sys
+import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import has_template_markers, render, rendering_env
+from cpu_accounts import Account, machine_seconds, per_test, plugin_env, table
 
 GUARANTEES = ("exactly-once", "at-least-once")
 YES_NO = ("yes", "no")
@@ -190,21 +193,40 @@ def test_the_manifest_matches_the_pinned_spark(renderings: dict[str, Path], proj
 
 
 @pytest.fixture(scope="module")
-def unit_test_runs(renderings: dict[str, Path], project_python: Path) -> dict[str, tuple[int, str]]:
+def unit_test_runs(renderings: dict[str, Path], project_python: Path,
+                   request: pytest.FixtureRequest) -> Iterator[dict[str, tuple[int, str]]]:
     """The cells' unit tests run side by side: each spends much of its time waiting on a JVM or a
     child process, so three at once take about half the time of three in a row on two cores.
-    Each writes to a file, not a pipe, so a long failure report cannot block it."""
-    runs = {}
+    Each writes to a file, not a pipe, so a long failure report cannot block it; each is charged
+    to a CPU account of its own (cpu_accounts.py), and the table of their costs is printed."""
+    runs, accounts, walls = {}, {}, {}
+    cpu_log = next(iter(renderings.values())).parent / "cpu-per-test.jsonl"
+    machine_at_start, started = machine_seconds(), time.monotonic()
     for cell in UNIT_TEST_CELLS:
         project = renderings[cell]
         log = project.parent / f"{cell}-unit-tests.log"
+        accounts[cell] = account = Account.new(f"matrix-{cell}")
+        skipped = [] if cell == "custom-names" else [f"--deselect={name}" for name in ANSWER_FREE_UNIT_TESTS]
+        argv = [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *skipped, "tests/unit"]
         with log.open("w") as out:
-            skipped = [] if cell == "custom-names" else [f"--deselect={name}" for name in ANSWER_FREE_UNIT_TESTS]
             runs[cell] = (log, subprocess.Popen(
-                [str(project_python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *skipped, "tests/unit"],
-                cwd=project, env=rendering_env(project), stdout=out, stderr=subprocess.STDOUT,
+                argv if account is None else account.charged(argv), cwd=project,
+                env=plugin_env(rendering_env(project), cpu_log, f"matrix: {cell}", account),
+                stdout=out, stderr=subprocess.STDOUT,
             ))
-    return {cell: (run.wait(), log.read_text()) for cell, (log, run) in runs.items()}
+    results = {}
+    for cell, (log, run) in runs.items():
+        results[cell] = (run.wait(), log.read_text())
+        walls[cell] = time.monotonic() - started
+    lanes = {f"matrix: {cell}": (walls[cell], None if account is None else account.seconds())
+             for cell, account in accounts.items()}
+    costs = table(lanes, machine_seconds() - machine_at_start, None, per_test(cpu_log), top=15)
+    with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        print(f"\n=== where the matrix cells' unit tests' time went (CPU from each cell's cgroup):\n{costs}", flush=True)
+    yield results
+    for account in accounts.values():
+        if account is not None:
+            account.remove()
 
 
 @pytest.mark.parametrize("cell", list(UNIT_TEST_CELLS))
