@@ -37,8 +37,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Every driver JVM that spark-submit starts for the tests (the jobs, the tools' commands,
-    the unit tests' session) reads SPARK_SUBMIT_OPTS."""
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {TEST_JVM_OPTIONS}".strip()
+    the unit tests' session) reads SPARK_SUBMIT_OPTS; the cluster suite's master and workers,
+    SPARK_DAEMON_JAVA_OPTS; every broker the tools start, KAFKA_OPTS."""
+    for variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS", "KAFKA_OPTS"):
+        os.environ[variable] = f"{os.environ.get(variable, '')} {TEST_JVM_OPTIONS}".strip()
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from .containers import (
     remove_volume,
     wait_until_serving,
 )
-from .process import LocalKafkaBroker, server_properties
+from .process import LocalKafkaBroker, jvm_options, server_properties
 
 
 class ContainerNode(LocalKafkaBroker):
@@ -38,7 +38,7 @@ class ContainerNode(LocalKafkaBroker):
         properties = server_properties(Path(DATA_DIR), self.port, self.controller_port, self.sasl_port,
                                        self.node_id, self.voters, secured)
         return {**image_environment(properties), "CLUSTER_ID": self.cluster_id,
-                "KAFKA_HEAP_OPTS": f"-Xmx{self.heap} -Xms128m"}
+                "KAFKA_HEAP_OPTS": f"-Xmx{self.heap} -Xms128m", "KAFKA_OPTS": jvm_options()}
 
     def launch(self) -> None:
         """Create and start the container; a killed or stopped one starts again on its data."""

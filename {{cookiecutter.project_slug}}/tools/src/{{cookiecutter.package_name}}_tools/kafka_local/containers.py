@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 from ..processes import free_ports
 from ..starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 from . import sasl
-from .process import new_cluster_id
+from .process import jvm_options, new_cluster_id
 
 DATA_DIR = "/var/lib/kafka/data"  # a volume in apache/kafka, owned by its non-root user
 OWNER_LABEL = "kafka-local.owner"  # "<host>:<pid>" of the session that started the container
@@ -169,6 +169,7 @@ def kafka_container(image: str, bound_seconds: float = BOUND_SECONDS) -> Iterato
         .with_bind_ports(sasl_port, sasl_port)
         .with_volume_mapping(volume, DATA_DIR, "rw")
         .with_env("CLUSTER_ID", new_cluster_id())
+        .with_env("KAFKA_OPTS", jvm_options())
     )
     for name, value in kafka_environment(port, sasl_port).items():
         container = container.with_env(name, value)

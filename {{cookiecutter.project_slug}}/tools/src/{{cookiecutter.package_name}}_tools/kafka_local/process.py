@@ -29,6 +29,12 @@ PORTS_PER_NODE = 4  # its listeners: PLAINTEXT, CONTROLLER, SASL_PLAINTEXT, SASL
 _READY_LINE = "Kafka Server started"
 
 
+def jvm_options() -> str:
+    """KAFKA_OPTS, as Kafka's own scripts read it: JVM options for every broker started here,
+    process or container (the tests give theirs C1 alone, as they give Spark's JVMs)."""
+    return os.environ.get("KAFKA_OPTS", "").strip()
+
+
 def _resource(name: str) -> bytes:
     return resources.files(__package__).joinpath(name).read_bytes()
 
@@ -127,7 +133,7 @@ class LocalKafkaBroker:
     def _java(self, jars: Path, *args: str) -> list[str]:
         return [
             _require("java", "openjdk-17-jre-headless"),
-            f"-Xmx{self.heap}", "-Xms128m",
+            f"-Xmx{self.heap}", "-Xms128m", *jvm_options().split(),
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.yaml'}",
             f"-Dkafka.logs.dir={self.workdir / 'logs'}",
             "-cp", f"{jars}/*", *args,
