@@ -8,6 +8,7 @@ the table says so; nothing fails for want of it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -23,6 +24,10 @@ CONTAINERS = ("libpod_parent", "machine.slice")  # where Podman puts its contain
 # The per-test CPU plugin, which every charged pytest loads (PYTHONPATH and PYTEST_ADDOPTS).
 PLUGIN_DIR = Path(__file__).resolve().parent / "cpu_plugin"
 PLUGIN = "-p cpu_seconds"
+
+
+def _alive(pid: str) -> bool:
+    return pid.isdigit() and Path(f"/proc/{pid}").exists()
 
 
 def machine_seconds() -> float:
@@ -50,6 +55,10 @@ class Account:
     @classmethod
     def new(cls, name: str) -> Account | None:
         root = V1 if V1.is_dir() else V2
+        for stale in root.glob("ci-*-*"):  # left by a run whose last process outlived its table
+            if stale.is_dir() and not _alive(stale.name.split("-")[1]):
+                with contextlib.suppress(OSError):
+                    stale.rmdir()
         path = root / f"ci-{os.getpid()}-{name}"
         try:
             path.mkdir()

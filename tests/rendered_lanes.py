@@ -120,10 +120,10 @@ class Lanes:
             lanes[name] = (walls[name], None if account is None else account.seconds())
             if account is not None:
                 account.remove()
-        containers = containers_seconds()
+        containers = containers_seconds()  # the engine makes its group with its first container: 0 before
         return table(lanes, machine_seconds() - self.machine_at_start,
-                     None if containers is None or self.containers_at_start is None
-                     else containers - self.containers_at_start, per_test(self.cpu_log))
+                     None if containers is None else containers - (self.containers_at_start or 0.0),
+                     per_test(self.cpu_log))
 
     def stop(self, grace_seconds: float = 60) -> None:
         """End a lane still running (its judge failed or was interrupted): interrupted as Ctrl-C
