@@ -70,6 +70,13 @@ class Halted(GaveUp):
     outcome = Outcome.HALT
 
 
+class AnswerNameClash(JobFailure, ValueError):
+    """pipeline/query.py names a column of its answer as one the sink's changes carry, or two
+    alike: the output would lose one of them. The code must change; no restart or setting helps."""
+
+    outcome = Outcome.HALT
+
+
 HOW_TO_PROVIDE_KAFKA = (
     "Provide a Kafka in one of these ways: set KAFKA_BOOTSTRAP_SERVERS=host:port to use a "
     "running cluster; run a Docker engine (testcontainers starts Kafka in it); or install "

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
+from ..failures import AnswerNameClash
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
 from .parsing import HEADERS
 
@@ -40,3 +41,18 @@ class Changes:
 def answer_names(changes_columns: list[str]) -> list[str]:
     """The columns of a change that hold a key's answer."""
     return [name for name in changes_columns if name not in CHANGE_COLUMNS]
+
+
+def checked_answer_names(names: list[str]) -> list[str]:
+    """The answer's column names (query.py's), refused where one is a column the changes carry
+    besides it or two are alike: Spark compares names without case, so "Key" is "key"."""
+    reserved = {name.lower() for name in (*CHANGE_COLUMNS, *GROUPING)}
+    folded = [name.lower() for name in names]
+    for name, lower in zip(names, folded, strict=True):
+        if lower in reserved:
+            raise AnswerNameClash(f"pipeline/query.py: the answer's column {name!r} is a name the sink's changes "
+                                  f"use ({', '.join(sorted(reserved))}): name it otherwise")
+        if folded.count(lower) > 1:
+            raise AnswerNameClash(f"pipeline/query.py: two of the answer's columns are named {name!r} "
+                                  "(Spark compares names without case): name them apart")
+    return names

@@ -26,6 +26,7 @@ from .changes import (
     KIND_ANSWER,
     KIND_DEAD_LETTERS_IN_PARTITION,
     Changes,
+    checked_answer_names,
 )
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
 from .parsing import IS_EVENT, REASON
@@ -86,7 +87,7 @@ def _aggregate_in_jvm(events: DataFrame, key_field: str, answer: list[Column]) -
     """Good events by key, dead letters by input partition, one aggregation. Spark's hash skips
     nulls, so a good event's state lives where its key alone would put it."""
     aggregated = _keyed(events, key_field).groupBy(*GROUPING).agg(*answer)
-    return _changes(aggregated, [name for name in aggregated.columns if name not in GROUPING])
+    return _changes(aggregated, checked_answer_names(aggregated.columns[len(GROUPING):]))  # the grouping first
 
 
 def _count_in_jvm_seeded(events: DataFrame, key_field: str, seed: DataFrame) -> DataFrame:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .changes import KIND_ANSWER, KIND_DEAD_LETTER, Changes
+from .changes import KIND_ANSWER, KIND_DEAD_LETTER, Changes, checked_answer_names
 from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE, with_dead_letter_record
 from .parsing import HEADERS, IS_EVENT
 
@@ -22,4 +22,5 @@ def project_changes(events: DataFrame, key_field: str, fields: list[Column]) -> 
         F.when(good, F.lit(KIND_ANSWER)).otherwise(F.lit(KIND_DEAD_LETTER)).alias("kind"),
         F.when(good, F.col(key_field).cast("string")).otherwise(F.col(DEAD_LETTER_KEY)).alias("key"),
         *fields, DEAD_LETTER_VALUE, *([HEADERS] if HEADERS in events.columns else []))
+    checked_answer_names(frame.columns[2:2 + len(fields)])  # after kind and key
     return Changes(frame, "append", dead_letters_inline=True)
