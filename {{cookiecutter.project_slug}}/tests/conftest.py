@@ -75,7 +75,7 @@ def cluster_job(kafka_cluster: LocalKafkaCluster, tmp_path: Path, event_filter: 
 @pytest.fixture(scope="session")
 def s3_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """A real S3 server (S3Proxy, the tools' s3_local), started for the tests that ask for one."""
-    yield from serving(request, S3Server(tmp_path_factory.mktemp("s3")), S3Unavailable,
+    yield from serving(request, S3Server(tmp_path_factory.mktemp("s3"), jvm_options=TEST_JVM_OPTIONS), S3Unavailable,
                        "this test needs a real S3 server",
                        lambda server, seconds: f"s3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s")
 

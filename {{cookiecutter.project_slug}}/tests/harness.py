@@ -40,8 +40,8 @@ from {{ cookiecutter.package_name }}_tools.sample import Event, Keep, SampleInpu
 from {{ cookiecutter.package_name }}_tools.verify import Expected, Verdict, judge
 
 # The tests' JVMs compile with C1 alone, as the job's local driver does (session.QUICK_JIT): given
-# to every JVM spark-submit starts for them (the cluster suite's drivers and executors) and to
-# every broker (KAFKA_OPTS): they live minutes, and C2 would spend much of their CPU compiling.
+# to every JVM spark-submit starts for them (the cluster suite's drivers and executors), to
+# every broker (KAFKA_OPTS) and to the S3 server: they live minutes, and C2 would spend much of their CPU compiling.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the job's `${...}` setting
 

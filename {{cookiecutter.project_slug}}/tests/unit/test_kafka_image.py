@@ -56,20 +56,6 @@ def test_a_container_node_gets_the_process_nodes_configuration(tmp_path):
     assert entrypoint_properties(environment) == expected
 
 
-def test_kafka_opts_reach_every_broker_the_tools_start(tmp_path, monkeypatch):
-    """KAFKA_OPTS, as Kafka's own scripts read it, for a process node and a container node alike
-    (the tests give their brokers C1 alone this way)."""
-    from {{ cookiecutter.package_name }}_tools.kafka_local.cluster import LocalKafkaCluster
-
-    monkeypatch.setenv("KAFKA_OPTS", " -XX:TieredStopAtLevel=1 -Dprobe=yes ")
-    process_node = LocalKafkaCluster(tmp_path / "p", launcher="process").nodes[1]
-    command = process_node._java(tmp_path, "kafka.Kafka", "server.properties")
-    assert command[command.index("-Xms128m") + 1:][:2] == ["-XX:TieredStopAtLevel=1", "-Dprobe=yes"]
-    container_node = LocalKafkaCluster(tmp_path / "c", launcher="container").nodes[1]
-    container_node.voters = "1@127.0.0.1:1"
-    assert container_node.environment()["KAFKA_OPTS"] == "-XX:TieredStopAtLevel=1 -Dprobe=yes"
-
-
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 def test_entrypoint_escapes_and_skips_like_apache_kafka():
     properties = entrypoint_properties({

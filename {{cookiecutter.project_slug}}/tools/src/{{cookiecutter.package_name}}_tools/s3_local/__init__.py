@@ -32,8 +32,10 @@ class S3Unavailable(RuntimeError):
 class S3Server:
     """One S3Proxy process; its objects live under `workdir/data` and survive a restart."""
 
-    def __init__(self, workdir: Path, access_key: str = "local-access", secret_key: str = "local-secret") -> None:
+    def __init__(self, workdir: Path, access_key: str = "local-access", secret_key: str = "local-secret",
+                 jvm_options: str = "") -> None:
         self.workdir = workdir
+        self.jvm_options = jvm_options.split()  # e.g. the tests' C1 alone (tests/harness.py)
         self.access_key, self.secret_key, self.region = access_key, secret_key, REGION
         self.port = free_port()
         self.process: subprocess.Popen | None = None
@@ -61,8 +63,7 @@ class S3Server:
         started = time.monotonic()
         with open(self.workdir / "s3proxy.log", "ab") as log:
             self.process = subprocess.Popen(
-                [java, "-Xmx256m", "-Dlogback.configurationFile=/dev/null", "-cp", f"{jars}/*",
-                 "org.gaul.s3proxy.Main", "--properties", str(properties)],
+                self.command(java, jars, properties),
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         process, log_path = self.process, self.workdir / "s3proxy.log"
         try:
@@ -72,6 +73,10 @@ class S3Server:
             self.stop()
             raise S3Unavailable(f"{error}; see {log_path}") from None
         return time.monotonic() - started
+
+    def command(self, java: str, jars: Path, properties: Path) -> list[str]:
+        return [java, "-Xmx256m", *self.jvm_options, "-Dlogback.configurationFile=/dev/null", "-cp", f"{jars}/*",
+                "org.gaul.s3proxy.Main", "--properties", str(properties)]
 
     def _answers(self) -> bool:
         try:
