@@ -212,9 +212,11 @@ def unit_test_runs(renderings: dict[str, Path], project_python: Path,
                 stdout=out, stderr=subprocess.STDOUT,
             ))
     results = {}
-    for cell, (log, run) in runs.items():
-        results[cell] = (run.wait(), log.read_text())
-        walls[cell] = time.monotonic() - started
+    while len(results) < len(runs):  # each cell's wall-clock time is its own: polled, not waited on in turn
+        for cell, (log, run) in runs.items():
+            if cell not in results and run.poll() is not None:
+                results[cell], walls[cell] = (run.returncode, log.read_text()), time.monotonic() - started
+        time.sleep(0.5)
     lanes = {f"matrix: {cell}": (walls[cell], None if account is None else account.seconds())
              for cell, account in accounts.items()}
     costs = table(lanes, machine_seconds() - machine_at_start, None, per_test(cpu_log), top=15)
