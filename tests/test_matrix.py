@@ -9,6 +9,7 @@ side, in one shared venv with PYTHONPATH=<rendering>/src and its tools/src."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import os
@@ -249,3 +250,21 @@ def test_a_rendering_with_every_answer_changed_passes_its_pipeline_smoke_test(
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert "1 passed" in result.stdout, result.stdout[-3000:]
+
+
+# What a team decides, the whole of each shape's query.py: no plumbing of the pipeline's in it.
+TEAMS_DECISIONS = {"keep", "answer", "project", "model", "as_key"}
+PLUMBING = {"IS_EVENT", "where_in_place", "columns_read", "Changes", "DataFrame", "changes", "keep_matching"}
+
+
+@pytest.mark.parametrize("cell", ["exactly-once-gha_yes-deploy_yes-ckpt_local", "stateless", "windowed-count"])
+def test_query_py_holds_the_teams_decisions_alone(cell: str, renderings: dict[str, Path]) -> None:
+    """Dead letters past the filter, the columns carried and the operator are steps.py's: a team
+    editing query.py cannot remove them (the count's rendering, then the other shapes')."""
+    tree = ast.parse(next(renderings[cell].glob("src/*/pipeline/query.py")).read_text())
+    functions = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    assert functions <= TEAMS_DECISIONS and "keep" in functions and "model" in functions, functions
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    imported = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert not (names | imported) & PLUMBING, sorted((names | imported) & PLUMBING)

@@ -3,7 +3,7 @@
     Kafka source → parse → [the query: filter → count by key (state)] → Kafka sink (2PC)
                       └─ malformed records: counted per partition, read back ─→ dead-letter topic
 
-The query is pipeline/query.py's.
+The query is pipeline/query.py's, applied by pipeline/steps.py.
 
 The source, the parse, the count (Spark's streaming aggregation) and the encoding of the output
 records run in the JVM; Python runs the commit protocol on the driver (sink/).
@@ -20,7 +20,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from . import savepoints
 from .config import JobConfig, java_client_options
 from .kafka.client import FETCH_MAX_WAIT_MS
-from .pipeline import query
+from .pipeline import query, steps
 from .pipeline.changes import Changes
 from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.output_records import encode
@@ -106,5 +106,5 @@ def build_query(spark: SparkSession, config: JobConfig, origin: Origin | None,
     """`config`: as the checkpoint runs it (savepoints.apply_origin with `origin`); `stopping`: the
     runner's gate, set when the job stops (sink/kafka_sink.py)."""
     events = parse(read_events(spark, config), config)
-    changes = query.changes(events, config, savepoint_seed(spark, config, origin))
+    changes = steps.changes(events, config, savepoint_seed(spark, config, origin))
     return write_changes(changes, config, origin, stopping)

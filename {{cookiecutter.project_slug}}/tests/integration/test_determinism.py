@@ -44,10 +44,10 @@ import sys
 from pyspark.sql import functions as F
 
 from {{ cookiecutter.package_name }}.cli import main
-from {{ cookiecutter.package_name }}.pipeline import query
+from {{ cookiecutter.package_name }}.pipeline import steps
 from {{ cookiecutter.package_name }}.pipeline.changes import Changes, answer_names
 
-computed = query.changes
+computed = steps.changes
 EXPRESSION = sys.argv.pop(1)  # what the launcher gave before the job's own arguments
 
 
@@ -59,7 +59,7 @@ def changes(events, config, seed=None):
     return Changes(frame, result.output_mode, result.dead_letters_inline)
 
 
-query.changes = changes
+steps.changes = changes
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -1,19 +1,18 @@
 """The job's query, the one module a team edits to change what the job computes: from parsed
 events (parsing.py, fields as `[schema]` in job.toml declares them) to what the sink publishes.
 {%- if cookiecutter.query == "windowed-count" %}
-Filter, then a count per key and event-time window. Six things here describe it, and change
-together:
-- `keep_matching`: the filter (the `filter` option);
-- `changes`: the windows and what is counted in them (windowed_counting.py: tumbling windows of
-  `window_seconds` on `event_time_field`, late events to the dead-letter topic);
+Filter, then a count per key and event-time window (windowed_counting.py: tumbling windows of
+`window_seconds` on `event_time_field`, late events to the dead-letter topic). Five things here
+describe it, and change together:
+- `keep`: which events the job keeps (the `filter` option);
 {%- elif cookiecutter.query == "stateless" %}
 Filter, then one output record per kept event. Six things here describe it, and change together:
-- `keep_matching`: the filter (the `filter` option);
+- `keep`: which events the job keeps (the `filter` option);
 - `project`: an output record's fields, as Spark columns over a kept event (the default: every
   field of `[schema]`); the sink, the runner and the tests do not change with it;
 {%- else %}
 Filter, then an answer per key. Six things here describe it, and change together:
-- `keep_matching`: the filter (the `filter` option);
+- `keep`: which events the job keeps (the `filter` option);
 - `answer`: what the job publishes for a key, as Spark aggregate functions over its kept events
   (the default: how many there were); the sink, the runner and the tests do not change with it;
 {%- endif %}
@@ -28,10 +27,16 @@ Filter, then an answer per key. Six things here describe it, and change together
   output to, batch by batch (tools' verify.py), and which tells a checkpoint's query from another
   (fingerprint.py).
 {%- if cookiecutter.query == "windowed-count" %}
+What is around them is the pipeline's (steps.py: dead letters pass the filter to reach their
+topic, the shape's operator, the sink's columns), not the team's.
 The README's "Change the job" walks through changing what a window holds.
 {%- elif cookiecutter.query == "stateless" %}
+What is around them is the pipeline's (steps.py: dead letters pass the filter to reach their
+topic, the shape's operator, the sink's columns), not the team's.
 The README's "Change the job" walks through changing what a record carries.
 {%- else %}
+What is around them is the pipeline's (steps.py: dead letters pass the filter to reach their
+topic, the columns the operator reads, the operator, the sink's columns), not the team's.
 The README's "Change the job" walks through turning the count into a sum.
 {%- endif %}
 """
@@ -44,53 +49,32 @@ from collections import Counter
 {%- endif %}
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
-{% if cookiecutter.query == "windowed-count" %}
-from pyspark.sql import DataFrame
-{%- else %}
-from pyspark.sql import Column, DataFrame
-{%- endif %}
+
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ..config import JobConfig
 {%- if cookiecutter.query == "windowed-count" %}
-from .changes import Changes
-from .parsing import IS_EVENT
-from .unpushed_filter import where_in_place
-from .windowed_counting import iso_time, window_key, window_start, windowed_changes
+from .windowed_counting import iso_time, window_key, window_start
+{%- endif %}
 
 OutputKind = Literal["upsert", "append"]
-OUTPUT: OutputKind = "upsert"
-KEEPS_STATE = True
-KEEPS_HEADERS = False  # an answer per key has no one input record
-
-
-def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
-    """Apply the filter to events; dead letters always pass, to reach their topic. In place:
-    pushed down, the filter would parse every record again (unpushed_filter.py)."""
-    return where_in_place(events, ~F.col(IS_EVENT) | F.expr(config.filter))
-
-
-def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
-    """The whole query: parsed events in, changes out. `seed`: unused (savepoints move counts per
-    key, not per window: preflight refuses them for this query)."""
-    return windowed_changes(keep_matching(events, config), config.key_field, config.event_time_field,
-                            config.window_seconds, config.allowed_lateness_seconds)
-{%- elif cookiecutter.query == "stateless" %}
-from .changes import Changes
-from .parsing import IS_EVENT
-from .projection import project_changes
-from .unpushed_filter import where_in_place
-
-OutputKind = Literal["upsert", "append"]
+{%- if cookiecutter.query == "stateless" %}
 OUTPUT: OutputKind = "append"
 KEEPS_STATE = False
 KEEPS_HEADERS = True  # each output record is one input record's
+{%- else %}
+OUTPUT: OutputKind = "upsert"
+KEEPS_STATE = True
+KEEPS_HEADERS = False  # an answer per key has no one input record
+{%- endif %}
 
 
-def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
-    """Apply the filter to events; dead letters always pass, to reach their topic. In place:
-    pushed down, the filter would parse every record again (unpushed_filter.py)."""
-    return where_in_place(events, ~F.col(IS_EVENT) | F.expr(config.filter))
+def keep(config: JobConfig) -> Column:
+    """Which events the job keeps: a condition over an event's fields (the `filter` option, a
+    Spark SQL expression). Dead letters reach their topic whatever it says (steps.py)."""
+    return F.expr(config.filter)
+{%- if cookiecutter.query == "stateless" %}
 
 
 def project(config: JobConfig) -> list[Column]:
@@ -98,29 +82,7 @@ def project(config: JobConfig) -> list[Column]:
     null fields left out (as Spark's `to_json` writes them). Evaluated over dead letters' rows too,
     whose fields are null."""
     return [F.col(f"`{name}`").alias(name) for name in config.schema]
-
-
-def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
-    """The whole query: parsed events in, changes out. `seed`: unused (no state to start from)."""
-    return project_changes(keep_matching(events, config), config.key_field, project(config))
-{%- else %}
-from .changes import Changes
-from .counting import aggregate_changes, columns_read
-from .parsing import IS_EVENT
-from .unpushed_filter import where_in_place
-
-OutputKind = Literal["upsert", "append"]
-OUTPUT: OutputKind = "upsert"
-KEEPS_STATE = True
-KEEPS_HEADERS = False  # an answer per key has no one input record
-
-
-def keep_matching(events: DataFrame, config: JobConfig) -> DataFrame:
-    """Apply the filter to events; dead letters always pass, to reach their topic. In place:
-    pushed down, the filter would parse every record again (unpushed_filter.py). Only the columns
-    the count reads cross that barrier (Spark cannot prune what a generator carries)."""
-    carried = events.select(*(f"`{name}`" for name in columns_read(events.columns, config.state_ttl_seconds)))
-    return where_in_place(carried, ~F.col(IS_EVENT) | F.expr(config.filter))
+{%- elif cookiecutter.query == "count-by-key" %}
 
 
 def answer(config: JobConfig) -> list[Column]:
@@ -128,13 +90,6 @@ def answer(config: JobConfig) -> list[Column]:
     record's value is `{"key": <key>, <name>: <value>, ...}`. Spark evaluates them over the dead
     letters' rows too, whose fields are null: an aggregate must accept nulls (as Spark's own do)."""
     return [F.count(F.lit(1)).alias("count")]
-
-
-def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
-    """The whole query: parsed events in, changes out. `seed`: a savepoint's counts, or None
-    (job.savepoint_seed)."""
-    return aggregate_changes(keep_matching(events, config), config.key_field, answer(config),
-                             config.state_ttl_seconds, seed)
 {%- endif %}
 
 

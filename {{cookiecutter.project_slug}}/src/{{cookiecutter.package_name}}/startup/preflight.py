@@ -118,7 +118,7 @@ def check_before_spark(config: JobConfig) -> None:
 
 def check_filter(spark: SparkSession, config: JobConfig) -> None:
     """Analyse the filter against the event's fields, without running anything. Only the fields:
-    the count's query carries nothing else past the filter (pipeline/query.py)."""
+    the count's query carries nothing else past the filter (pipeline/steps.py)."""
     empty = spark.createDataFrame([], event_schema(config).fields_ddl())
     try:
         empty.where(config.filter).schema  # noqa: B018 - forces analysis

@@ -64,10 +64,10 @@ def built_in_sink(spark, config):
     dead letters back: their references (records without a topic) are dropped, so this
     contender publishes the answers only (the benchmark's input has no malformed records)."""
     from {{ cookiecutter.package_name }} import job
-    from {{ cookiecutter.package_name }}.pipeline import query
+    from {{ cookiecutter.package_name }}.pipeline import steps
     from {{ cookiecutter.package_name }}.pipeline.output_records import encode
 
-    changes = query.changes(job.parse(job.read_events(spark, config), config), config)
+    changes = steps.changes(job.parse(job.read_events(spark, config), config), config)
     records = encode(changes.frame, config.output_topic, config.dead_letter_topic).where("topic IS NOT NULL")
     return (records.writeStream.format("kafka").outputMode(changes.output_mode)
             .option("kafka.bootstrap.servers", config.bootstrap_servers))

@@ -31,7 +31,7 @@ PHASES = ("queryPlanning", "addBatch", "walCommit", "commitOffsets", "latestOffs
 def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdir: Path) -> list[dict]:
     from {{ cookiecutter.package_name }} import job
     from {{ cookiecutter.package_name }}.config import load_config
-    from {{ cookiecutter.package_name }}.pipeline import query
+    from {{ cookiecutter.package_name }}.pipeline import steps
 
     suffix = uuid.uuid4().hex[:8]
     config = load_config(None, {
@@ -53,12 +53,12 @@ def measure(bootstrap: str, topic: str, variant: str, max_per_batch: int, workdi
             writer = _built_in(records, config).writeStream.format("kafka").outputMode("update").option(
                 "kafka.bootstrap.servers", bootstrap).option("topic", config.output_topic)
         elif variant == "parse":
-            writer = query.keep_matching(parsed, config).writeStream.format("noop")
+            writer = steps.kept(parsed, config).writeStream.format("noop")
         elif variant == "count":
-            changes = query.changes(parsed, config)
+            changes = steps.changes(parsed, config)
             writer = changes.frame.writeStream.format("noop").outputMode(changes.output_mode)
         else:
-            writer, _sink = job.write_changes(query.changes(parsed, config), config, origin=None)
+            writer, _sink = job.write_changes(steps.changes(parsed, config), config, origin=None)
         running = (writer.option("checkpointLocation", config.checkpoint_location)
                    .trigger(availableNow=True).start())
         running.awaitTermination()
