@@ -1,12 +1,16 @@
-"""The default rendering: the right files, no template markers left, lint clean."""
+"""The default rendering: the right files, no template markers left, lint clean; no test of any
+shape's rendering that ends before its end."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import has_template_markers
+import pytest
+from conftest import has_template_markers, render
 
 EXPECTED_FILES = {
     "README.md",
@@ -51,3 +55,25 @@ def test_rendered_project_is_ruff_clean(rendered_default: Path) -> None:
         [sys.executable, "-m", "ruff", "check", "."], cwd=rendered_default, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def own_statements(node: ast.AST) -> Iterator[ast.AST]:
+    """The statements and expressions of a function, not those of the functions defined in it."""
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            yield child
+            yield from own_statements(child)
+
+
+@pytest.mark.parametrize("query", ["count-by-key", "stateless", "windowed-count"])
+def test_no_rendered_test_returns_early(query: str, rendered_default: Path, tmp_path: Path) -> None:
+    """A test that returns before its end (on the answer's kind, say) stops meaning anything for a
+    fork whose query takes that branch, and says nothing: every test runs to its end (a branch
+    asserts in each arm), or is skipped where CI would see it."""
+    project = rendered_default if query == "count-by-key" else render(tmp_path, query=query)
+    early = [f"{path.relative_to(project)}::{node.name} line {statement.lineno}"
+             for path in sorted((project / "tests").rglob("test_*.py"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_")
+             for statement in own_statements(node) if isinstance(statement, ast.Return)]
+    assert not early, early

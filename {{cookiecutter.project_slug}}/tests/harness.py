@@ -19,7 +19,6 @@ from typing import Protocol, TypeVar
 import pytest
 
 from {{ cookiecutter.package_name }}.pipeline import query
-from {{ cookiecutter.package_name }}.pipeline.fingerprint import counts_events
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.storage import checkpoint, object_store
 from {{ cookiecutter.package_name }}_tools import differential
@@ -49,11 +48,6 @@ SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the 
 # with the defaults' other options; each test sets its own topics, checkpoint and triggers.
 CONFIG = query_config(Path(__file__).resolve().parents[1] / "job.toml")
 EXACTLY_ONCE = "exactly-once"  # for the tests that prove that guarantee whatever the default
-
-
-# Whether the query's answer is the count (pipeline/fingerprint.py): a state TTL, savepoints and
-# `state` know no other, and refuse it.
-COUNTS = counts_events(CONFIG)
 
 
 def model(events: Iterable[Event]) -> Iterator[tuple[str, dict[str, object]]]:
@@ -297,21 +291,6 @@ def assert_stops_in_one_line(output: str, expected: str) -> None:
     assert lines and lines[-1].startswith(expected), lines[-20:]
     found = traceback_lines(output)
     assert not found, f"{len(found)} lines of tracebacks, e.g. {found[:5]}"
-
-
-def refused_for_another_answer(job: JobUnderTest, arguments: list[str], option: str, **settings: str) -> bool:
-    """For a test of what knows only the count (a state TTL, savepoints): whether the query's
-    answer is another one, in which case the command (`arguments`, with `settings`) was checked to
-    stop at once in one line naming `option`, exit 2, and the test has nothing more to prove."""
-    if COUNTS:
-        return False
-    result = subprocess.run(job_command(arguments, {**job.settings(), **settings}), cwd=job.workdir,
-                            capture_output=True, text=True, timeout=180, check=False)
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output[-3000:]
-    assert_stops_in_one_line(output, f"error: configuration option '{option}': ")
-    assert "pipeline/query.py computes another answer" in output, output[-3000:]
-    return True
 
 
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02

@@ -123,14 +123,15 @@ def _savepoint(args: argparse.Namespace) -> int:
         if not args.to:
             raise ConfigError("--to", "savepoint create needs --to PATH (a new local path or s3:// location)")
         config = configuration(args)
-        commands.require_counts(config, "savepoint create")  # the configuration alone decides: before any storage
+        commands.require_answer(config, "savepoint create")  # the configuration alone decides: before any storage
         reach_storage(config)
         reach_storage(config, args.to)
         return commands.create(config, args.to, args.timeout, spark_session)
     if not args.path:
         raise ConfigError("path", "savepoint inspect needs the savepoint's PATH")
-    reach_storage(configuration(args), args.path)
-    return commands.inspect(args.path, args.json, args.limit)
+    config = configuration(args)
+    reach_storage(config, args.path)
+    return commands.inspect(config, args.path, args.json, args.limit)
 
 
 def _state(args: argparse.Namespace) -> int:
@@ -138,7 +139,7 @@ def _state(args: argparse.Namespace) -> int:
     from .savepoints import commands
 
     config = configuration(args)
-    commands.require_counts(config, "state")  # the configuration alone decides: before any storage
+    commands.require_answer(config, "state")  # the configuration alone decides: before any storage
     reach_storage(config)
     return commands.show_state(config, args.json, args.limit, spark_session)
 
@@ -190,10 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     savepoint.add_argument("--timeout", type=float, default=600.0, metavar="S",
                            help="create: how long to wait for a running job to stop (default 600 s)")
     savepoint.add_argument("--json", action="store_true", help="inspect: print it as one JSON object")
-    savepoint.add_argument("--limit", type=int, default=20, help="inspect: the keys shown, largest counts first")
-    state = command("state", _state, "the job's state (running or stopped): keys, counts, offsets, last published")
+    savepoint.add_argument("--limit", type=int, default=20, help="inspect: the keys shown, in key order")
+    state = command("state", _state, "the job's state (running or stopped): keys, answers, offsets, last published")
     state.add_argument("--json", action="store_true", help="print it as one JSON object")
-    state.add_argument("--limit", type=int, default=20, help="the keys shown, largest counts first (default 20)")
+    state.add_argument("--limit", type=int, default=20, help="the keys shown, in key order (default 20)")
     topics = command("topics", _topics, "create the job's input, output and dead-letter topics if missing")
     topics.add_argument("action", choices=["create"], help="create the topics that are missing")
     topics.add_argument("--partitions", type=int, default=4, help="partitions of each topic created")

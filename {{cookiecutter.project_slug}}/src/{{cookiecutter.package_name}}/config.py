@@ -126,7 +126,7 @@ class JobConfig:
         "\"1\": -2}}` (-2 earliest, -1 latest); used only by a new checkpoint")
     fail_on_data_loss: bool = option(True, "fail when unread input was deleted by retention; false skips ahead")
     state_ttl_seconds: int = option(
-        {{ cookiecutter.state_ttl_seconds }}, "forget a key idle this long (0: never). Above 0 the count runs in "
+        {{ cookiecutter.state_ttl_seconds }}, "forget a key idle this long (0: never). Above 0 the answer runs in "
         "transformWithStateInPandas, which calls Python once per changed key and batch: for up to a few thousand "
         "changed keys per batch. Fixed by the checkpoint (a different operator)")
 {%- if cookiecutter.query == "windowed-count" %}

@@ -77,6 +77,14 @@ class AnswerNameClash(JobFailure, ValueError):
     outcome = Outcome.HALT
 
 
+class AnswerNotMergeable(JobFailure, ValueError):
+    """pipeline/query.py's answer holds what its state cannot keep as values that merge (not one
+    of pipeline/aggregates.py's, or over a field it cannot read): a savepoint, a state TTL or a
+    restore would lose it. The code must change; no restart or setting helps."""
+
+    outcome = Outcome.HALT
+
+
 HOW_TO_PROVIDE_KAFKA = (
     "Provide a Kafka in one of these ways: set KAFKA_BOOTSTRAP_SERVERS=host:port to use a "
     "running cluster; run a Docker engine (testcontainers starts Kafka in it); or install "

@@ -71,7 +71,7 @@ def parse(records: DataFrame, config: JobConfig) -> DataFrame:
 
 
 def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None) -> DataFrame | None:
-    """A checkpoint started from a savepoint reads its counts once, in its first batch: Spark's
+    """A checkpoint started from a savepoint reads its keys' state once, in its first batch: Spark's
     aggregation as a one-shot file stream (the file source records in the checkpoint that it
     did), the TTL operator as its initial state (Spark applies it in batch 0 only). None for any
     other checkpoint."""
@@ -79,7 +79,7 @@ def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None
     if location is None:
         return None
     reader = spark.read if config.state_ttl_seconds > 0 else spark.readStream
-    return reader.schema(savepoints.STATE_SCHEMA).parquet(location)
+    return reader.schema(savepoints.state_schema(config)).parquet(location)
 
 
 def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,

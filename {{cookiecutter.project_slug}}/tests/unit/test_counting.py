@@ -1,5 +1,5 @@
-"""The count and the output records, run by a local Spark on a batch of parsed events (no Kafka):
-what the streaming query computes per micro-batch."""
+"""The answer (by default the count) and the output records, run by a local Spark on a batch of
+parsed events (no Kafka): what the streaming query computes per micro-batch."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from {{ cookiecutter.package_name }}.config import JobConfig
+from {{ cookiecutter.package_name }}.pipeline import aggregates as agg
 from {{ cookiecutter.package_name }}.pipeline.changes import KIND_ANSWER, KIND_DEAD_LETTERS_IN_PARTITION
 from {{ cookiecutter.package_name }}.pipeline.counting import aggregate_changes
 from {{ cookiecutter.package_name }}.pipeline.output_records import encode
@@ -19,8 +21,12 @@ RECORDS_DDL = "topic STRING, partition INT, offset BIGINT, value BINARY"
 VALUES = [b'{"color": "red"}', b"oops", b'{"color": "blue"}', b'{"color": "red"}', b"[1]"]
 
 
+def answer_of(schema: EventSchema, *aggregates: agg.Aggregate) -> agg.Answer:
+    return agg.checked(aggregates, JobConfig(key_field=schema.key_field, schema=dict(schema.fields)))
+
+
 def count():
-    return [F.count(F.lit(1)).alias("count")]  # query.answer's default
+    return answer_of(SCHEMA, agg.Count("count"))  # query.answer's default
 
 
 def published(records, batch_id):
@@ -81,12 +87,29 @@ def test_any_named_aggregates_are_the_answer_the_output_records_carry(spark):
     schema = EventSchema(fields={"color": "string", "amount": "int"}, key_field="color", max_record_bytes=1000)
     values = [b'{"color": "red", "amount": 3}', b"oops", b'{"color": "blue", "amount": 0}',
               b'{"color": "red", "amount": 4}']
-    answer = [F.sum("amount").alias("total"), F.max("amount").alias("largest")]
+    answer = answer_of(schema, agg.Sum("amount", "total"), agg.Max("amount", "largest"), agg.Mean("amount", "mean"))
     records = published(encode(changes(spark, schema, values, answer).frame, "sums", "dead"), 2)
     assert {key: value for topic, key, value in records if topic == "sums"} == {
-        b"red": {"key": "red", "total": 7, "largest": 4, "batch_id": 2},
-        b"blue": {"key": "blue", "total": 0, "largest": 0, "batch_id": 2}}
+        b"red": {"key": "red", "total": 7, "largest": 4, "mean": 3.5, "batch_id": 2},
+        b"blue": {"key": "blue", "total": 0, "largest": 0, "mean": 0.0, "batch_id": 2}}
     assert [key for topic, key, _ in records if topic is None] == [b"0"]
+
+
+def test_a_seeded_answer_merges_each_state_column_its_own_way_and_publishes_only_keys_with_events(spark):
+    """A savepoint's seed is a partial state of its key (counting._aggregate_in_jvm_seeded): summed
+    for a count, a sum and a mean's two columns, the least and the greatest for a minimum and a
+    maximum. A seeded key without events is not published."""
+    schema = EventSchema(fields={"color": "string", "amount": "int"}, key_field="color", max_record_bytes=1000)
+    answer = answer_of(schema, agg.Count("count"), agg.Min("amount", "smallest"), agg.Max("amount", "largest"),
+                       agg.Mean("amount", "mean"))
+    seed = spark.createDataFrame([("red", 2, 1, 9, 10.0, 2), ("green", 5, 2, 2, 10.0, 5)],
+                                 f"key STRING, {answer.state_ddl()}")
+    values = [b'{"color": "red", "amount": 3}', b'{"color": "red", "amount": 0}', b'{"color": "blue", "amount": 4}']
+    records = spark.createDataFrame([("events", 0, i, v) for i, v in enumerate(values)], RECORDS_DDL)
+    frame = aggregate_changes(parse_records(records, schema), "color", answer, seed=seed).frame
+    assert {row["key"]: (row["count"], row["smallest"], row["largest"], row["mean"])
+            for row in frame.collect() if row["kind"] == KIND_ANSWER} == {
+        "red": (4, 0, 9, 13.0 / 4), "blue": (1, 4, 4, 4.0)}
 
 
 def test_read_back_dead_letters_are_final_kafka_bytes(spark, tmp_path):

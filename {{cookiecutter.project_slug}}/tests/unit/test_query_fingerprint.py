@@ -61,41 +61,20 @@ def test_a_checkpoint_older_than_the_record_takes_the_query_it_runs_now(tmp_path
     assert pinned_query.check_and_pin(str(tmp_path), "aaaa") is False
 
 
-def manifest(query_fingerprint: str | None) -> Manifest:
+def manifest(query_fingerprint: str, state: str | None = None) -> Manifest:
     recorded = {name: getattr(CONFIG, name) for name in (*savepoints.MEANING, *savepoints.RECORDED)}
-    if query_fingerprint is not None:
-        recorded[savepoints.QUERY_FINGERPRINT] = query_fingerprint
+    recorded[savepoints.QUERY_FINGERPRINT] = query_fingerprint
     return Manifest(format_version=FORMAT_VERSION, created_at=0.0, batch_id=7, first_batch_id=0, generation=0,
                     sink_id=CONFIG.sink_id, source_offsets={CONFIG.input_topic: {"0": 10}}, published={"0": 7},
-                    config=recorded, keys=2, total=22, files=[])
+                    config=recorded, state=savepoints.declared_state(CONFIG) if state is None else state, keys=2,
+                    files=[])
 
 
 def test_a_savepoint_of_another_query_is_refused(monkeypatch):
     now = fingerprints.fingerprint(CONFIG)
     savepoints.check_restorable(manifest(now), CONFIG, "sp", {0: 7}, {})
-    savepoints.check_restorable(manifest(None), CONFIG, "sp", {0: 7}, {})  # taken before the record
     monkeypatch.setattr(query, "model", summed)
     with pytest.raises(SavepointError, match=f"sp holds the state of another query \\(fingerprint {now};"):
         savepoints.check_restorable(manifest(now), CONFIG, "sp", {0: 7}, {})
 
 
-def test_a_state_ttl_savepoints_and_state_are_refused_for_an_answer_other_than_the_count(monkeypatch, tmp_path):
-    """The TTL's operator, savepoints and `state` keep and move a count per key: another answer
-    stops them at once, in one line naming the option (test_one_line_failures.py runs the commands)."""
-    from {{ cookiecutter.package_name }}.savepoints import commands
-    from {{ cookiecutter.package_name }}.startup.preflight import check_state_ttl
-
-    with_ttl = dataclasses.replace(CONFIG, state_ttl_seconds=60, checkpoint_location=str(tmp_path))
-    monkeypatch.setattr(query, "model", fingerprints.count_model)
-    assert fingerprints.counts_events(CONFIG)
-    check_state_ttl(with_ttl)
-    monkeypatch.setattr(query, "model", summed)
-    assert not fingerprints.counts_events(CONFIG)
-    check_state_ttl(dataclasses.replace(with_ttl, state_ttl_seconds=0))
-    with pytest.raises(ConfigError) as refused:
-        check_state_ttl(with_ttl)
-    assert str(refused.value).startswith("configuration option 'state_ttl_seconds': a state TTL keeps a count")
-
-    for command in ("savepoint create", "state"):
-        with pytest.raises(SavepointError, match=r"knows a count per key, and pipeline/query\.py computes another"):
-            commands.require_counts(with_ttl, command)

@@ -10,6 +10,7 @@ import pytest
 
 from {{ cookiecutter.package_name }} import savepoints
 from {{ cookiecutter.package_name }}.config import JobConfig
+from {{ cookiecutter.package_name }}.pipeline.fingerprint import fingerprint
 from {{ cookiecutter.package_name }}.savepoints import FORMAT_VERSION, Manifest, SavepointError
 from {{ cookiecutter.package_name }}_tools.job_file import query_config
 
@@ -21,9 +22,10 @@ def manifest(**changes) -> Manifest:
     config = CONFIG
     base = Manifest(format_version=FORMAT_VERSION, created_at=0.0, batch_id=7, first_batch_id=0, generation=0,
                     sink_id=config.sink_id, source_offsets={config.input_topic: {"0": 10, "1": 12}},
-                    published={"0": 7}, config={name: getattr(config, name) for name in
-                                                (*savepoints.MEANING, *savepoints.RECORDED)},
-                    keys=2, total=22, files=[])
+                    published={"0": 7}, config={**{name: getattr(config, name) for name in
+                                                   (*savepoints.MEANING, *savepoints.RECORDED)},
+                                                savepoints.QUERY_FINGERPRINT: fingerprint(config)},
+                    state=savepoints.declared_state(config), keys=2, files=[])
     return dataclasses.replace(base, **changes)
 
 
@@ -116,3 +118,13 @@ def test_the_savepoint_batch_is_the_last_committed_one_unless_a_later_one_was_pu
     assert savepoints.savepoint_batch(config, {0: 1}) == 1  # batch 2 planned, not published: computed again
     with pytest.raises(SavepointError, match="batch 2 was published"):
         savepoints.savepoint_batch(config, {0: 2})
+
+
+def test_a_savepoint_whose_state_the_answer_keeps_otherwise_is_refused_in_one_line():
+    """The manifest records the answer's state columns (pipeline/aggregates.py); a restore into a
+    query whose answer keeps others would not fit them."""
+    other = "`count` BIGINT, `extra_sum` DOUBLE"
+    with pytest.raises(SavepointError, match=r"^configuration option 'savepoint': sp keeps each key's state as "
+                                             r"\(`count` BIGINT, `extra_sum` DOUBLE\), and pipeline/query\.py's") as no:
+        savepoints.check_restorable(manifest(state=other), CONFIG, "sp", {0: 7}, {})
+    assert "\n" not in str(no.value)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 
 import pytest
 
-from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.pipeline import fingerprint
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.storage import files as storage
 from {{ cookiecutter.package_name }}_tools.readback import Published
@@ -69,7 +68,11 @@ def test_an_unreadable_log_entry_leaves_the_decision_to_the_markers(tmp_path, co
 
 
 def count_model(events):
-    return fingerprint.count_model(events, JobConfig(key_field="k", schema={"k": "string"}))
+    """A count per key `k`: the verdict's test query, whatever pipeline/query.py computes."""
+    counts: Counter[str] = Counter()
+    for event in events:
+        counts[event["k"]] += 1
+        yield event["k"], {"key": event["k"], "count": counts[event["k"]]}
 
 
 def batches_of_red(*published: tuple[int, int], ends: dict[int, dict[int, int]] | None = None) -> Verdict:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 
 from ..failures import AnswerNameClash
-from .dead_letters import DEAD_LETTER_KEY, DEAD_LETTER_VALUE
+from .dead_letters import DEAD_LETTER_VALUE
 from .parsing import HEADERS
 
 KIND_ANSWER = "answer"
@@ -21,14 +21,12 @@ GROUP_KEY = "group_key"
 # dead letters so far is the only state dead letters keep: a row per input partition.
 DEAD_LETTER_GROUP = "dead_letter_group"
 GROUPING = [GROUP_KEY, DEAD_LETTER_GROUP]
-# Per record: the key of a good event, or a dead letter's group, Kafka key and value; the others null.
-INPUT_COLUMNS = [GROUP_KEY, DEAD_LETTER_GROUP, DEAD_LETTER_KEY, DEAD_LETTER_VALUE]
+# In a checkpoint started from a savepoint: how many events a key had since (its seed is not one).
+EVENTS_AFTER_SEED = "events_after_seed"
 # Per change: kind, key, the answer's columns (query.answer's names), dead_letter_value, and the
 # input record's headers where the query keeps them (parsing.HEADERS). A key's answer fills the
 # answer's columns, a dead letter its value.
 CHANGE_COLUMNS = ("kind", "key", DEAD_LETTER_VALUE, HEADERS)
-# The TTL operator's changes: its answer is the count.
-CHANGES_SCHEMA = "kind STRING, key STRING, count BIGINT, dead_letter_value STRING"
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ def answer_names(changes_columns: list[str]) -> list[str]:
 def checked_answer_names(names: list[str]) -> list[str]:
     """The answer's column names (query.py's), refused where one is a column the changes carry
     besides it or two are alike: Spark compares names without case, so "Key" is "key"."""
-    reserved = {name.lower() for name in (*CHANGE_COLUMNS, *GROUPING)}
+    reserved = {name.lower() for name in (*CHANGE_COLUMNS, *GROUPING, EVENTS_AFTER_SEED)}
     folded = [name.lower() for name in names]
     for name, lower in zip(names, folded, strict=True):
         if lower in reserved:

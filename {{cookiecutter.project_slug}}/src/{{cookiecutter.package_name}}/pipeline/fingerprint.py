@@ -1,7 +1,7 @@
 """What the query computes, as a short digest: the answers its model (query.model) gives for a
 fixed set of probe events of the configured schema.
 
-A checkpoint's state holds the query's running answers (a count per key). Resume it with a query
+A checkpoint's state holds the query's running answers (by default a count per key). Resume it with a query
 that computes something else (a sum where a count was, another key field) and the new query goes
 on from the old answers: amounts added onto counts, and Spark cannot tell, since both are BIGINT.
 The digest changes when what the query computes changes, not when its code is reformatted or its
@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from ..config import JobConfig
 from ..failures import ConfigError
@@ -40,30 +39,19 @@ def probe_events(config: JobConfig) -> list[dict[str, object]]:
     return events
 
 
-def fingerprint(config: JobConfig) -> str:
-    """A digest of the model's answers, one after each probe event. A model that fails on events
-    of the configured schema (a field the query reads that `[schema]` lacks) stops the start."""
+Model = Callable[[Iterable[query.Event], JobConfig], Iterable[tuple[str, query.Answer]]]
+
+
+def fingerprint(config: JobConfig, model: Model | None = None) -> str:
+    """A digest of the model's answers (by default query.model's), one after each probe event. A
+    model that fails on events of the configured schema (a field the query reads that `[schema]`
+    lacks) stops the start."""
     try:
-        return _digest(query.model(probe_events(config), config))
+        return _digest((model or query.model)(probe_events(config), config))
     except Exception as error:  # noqa: BLE001 - a team's code: whatever it raises, one line naming the option
         raise ConfigError("schema", f"pipeline/query.py's model fails on events of the configured schema "
                           f"({type(error).__name__}: {error}): does [schema] declare every field the query "
                           "reads?") from None
-
-
-def counts_events(config: JobConfig) -> bool:
-    """Whether the query computes the count of kept events per key, the one answer that the
-    state TTL's operator (ttl_counting.py), savepoints and `state` know how to keep and move."""
-    return fingerprint(config) == _digest(count_model(probe_events(config), config))
-
-
-def count_model(events: Iterable[query.Event], config: JobConfig) -> Iterator[tuple[str, query.Answer]]:
-    """The model of the count of kept events per key (the template's query)."""
-    counts: Counter[str] = Counter()
-    for event in events:
-        key = query.as_key(event[config.key_field])
-        counts[key] += 1
-        yield key, {"key": key, "count": counts[key]}
 
 
 def _digest(answers: Iterable[tuple[str, query.Answer]]) -> str:

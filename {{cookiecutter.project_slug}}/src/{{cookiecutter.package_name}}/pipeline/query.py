@@ -13,8 +13,9 @@ Filter, then one output record per kept event. Six things here describe it, and 
 {%- else %}
 Filter, then an answer per key. Six things here describe it, and change together:
 - `keep`: which events the job keeps (the `filter` option);
-- `answer`: what the job publishes for a key, as Spark aggregate functions over its kept events
-  (the default: how many there were); the sink, the runner and the tests do not change with it;
+- `answer`: what the job publishes for a key, as aggregates over its kept events (the default:
+  how many there were); the sink, the runner, savepoints, the state TTL and the tests do not
+  change with it;
 {%- endif %}
 - `OUTPUT`: what its published records mean, as the tests' differential oracle compares them
   (tools' differential.py): "upsert", one record per key and batch, a key's latest record its
@@ -54,6 +55,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ..config import JobConfig
+{%- if cookiecutter.query == "count-by-key" %}
+from . import aggregates as agg
+{%- endif %}
 {%- if cookiecutter.query == "windowed-count" %}
 from .windowed_counting import iso_time, window_key, window_start
 {%- endif %}
@@ -85,11 +89,11 @@ def project(config: JobConfig) -> list[Column]:
 {%- elif cookiecutter.query == "count-by-key" %}
 
 
-def answer(config: JobConfig) -> list[Column]:
-    """A key's answer: aggregate functions over the key's kept events, each named. The output
-    record's value is `{"key": <key>, <name>: <value>, ...}`. Spark evaluates them over the dead
-    letters' rows too, whose fields are null: an aggregate must accept nulls (as Spark's own do)."""
-    return [F.count(F.lit(1)).alias("count")]
+def answer(config: JobConfig) -> list[agg.Aggregate]:
+    """A key's answer: aggregates over the key's kept events, each named (aggregates.py: Count,
+    Sum, Min, Max, Mean, whose state merges, so that a savepoint and a state TTL keep it). The
+    output record's value is `{"key": <key>, <name>: <value>, ...}`."""
+    return [agg.Count("count")]
 {%- endif %}
 
 

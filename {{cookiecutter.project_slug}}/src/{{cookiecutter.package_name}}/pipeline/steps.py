@@ -11,6 +11,9 @@ from pyspark.sql import functions as F
 
 from ..config import JobConfig
 from . import query
+{%- if cookiecutter.query == "count-by-key" %}
+from .aggregates import Answer, checked
+{%- endif %}
 from .changes import Changes
 {%- if cookiecutter.query == "count-by-key" %}
 from .counting import aggregate_changes, columns_read
@@ -22,6 +25,16 @@ from .projection import project_changes
 from .unpushed_filter import where_in_place
 {%- if cookiecutter.query == "windowed-count" %}
 from .windowed_counting import windowed_changes
+{%- endif %}
+
+
+{%- if cookiecutter.query == "count-by-key" %}
+
+
+def checked_answer(config: JobConfig) -> Answer:
+    """query.answer, refused in one line where its state could not be kept (aggregates.checked):
+    the start calls it before Spark runs, the query when it is built."""
+    return checked(query.answer(config), config)
 {%- endif %}
 
 
@@ -37,9 +50,9 @@ def kept(events: DataFrame, config: JobConfig) -> DataFrame:
 
 def changes(events: DataFrame, config: JobConfig, seed: DataFrame | None = None) -> Changes:
     """The whole query: parsed events in, changes out.
-{%- if cookiecutter.query == "count-by-key" %} `seed`: a savepoint's counts, or None
+{%- if cookiecutter.query == "count-by-key" %} `seed`: a savepoint's state, or None
     (job.savepoint_seed)."""
-    return aggregate_changes(kept(events, config), config.key_field, query.answer(config),
+    return aggregate_changes(kept(events, config), config.key_field, checked_answer(config),
                              config.state_ttl_seconds, seed)
 {%- elif cookiecutter.query == "stateless" %} `seed`: unused (no state to start from)."""
     return project_changes(kept(events, config), config.key_field, query.project(config))

@@ -5,21 +5,22 @@ A savepoint is a directory (local path or s3://):
 
     manifest.json       written last: format version, the batch it was taken at, the source
                         offsets after that batch, the sink's last published batch per shard,
-                        the configuration that decides what a count means, checksums
-    state/*.parquet     every key's count (STATE_SCHEMA: key, count, and with a state TTL the
-                        time its count expires), read from the checkpoint with Spark's state
-                        data source
+                        the configuration that decides what an answer means, the answer's
+                        state columns, checksums
+    state/*.parquet     every key's state (state_schema: key, the answer's state columns as
+                        pipeline/aggregates.py keeps them, and with a state TTL the time the
+                        key expires), read from the checkpoint with Spark's state data source
 
 Spark's checkpoint is tied to the query's plan and its shuffle partitions; a savepoint is not.
 `run --from-savepoint PATH` starts a *new* checkpoint from it:
 
 - the source starts at the savepoint's offsets;
-- the counts enter the new checkpoint's state in its first batch, and only in it (a re-run of
+- the keys' state enters the new checkpoint's state in its first batch, and only in it (a re-run of
   batch 0 reads them again, no later batch does): for Spark's aggregation as a second,
   one-shot streaming source (Spark's file source records in the checkpoint that it read them),
-  summed with the events; for the TTL operator as transformWithState's initial state, which
+  merged with the events (pipeline/counting.py); for the TTL operator as transformWithState's initial state, which
   Spark applies in batch 0. A key is published only when events change it, not for its seed;
-- with a state TTL, a key's count in the savepoint carries its expiry. A key expired by the
+- with a state TTL, a key's state in the savepoint carries its expiry. A key expired by the
   time of the savepoint is left out (the job had forgotten it; Spark had not yet evicted it);
   one expired by the time of a restore with a TTL is not seeded (as a restart of the old
   checkpoint would have dropped it); a seeded key's TTL starts again at the restore (it lives
@@ -29,8 +30,9 @@ Spark's checkpoint is tied to the query's plan and its shuffle partitions; a sav
   generation it was taken from; the new checkpoint records the one it runs (origin file).
 
 Unsafe restores are refused: another format version, a state file that does not match its
-checksum, another key field or schema, a savepoint older than what its sink published since,
-a savepoint that a checkpoint already started from, a non-empty checkpoint.
+checksum, another key field or schema, an answer kept in other state columns, a savepoint older
+than what its sink published since, a savepoint that a checkpoint already started from, a
+non-empty checkpoint.
 """
 
 from __future__ import annotations
@@ -50,18 +52,15 @@ from ..storage.files import exists, filesystem, list_names, read_bytes, resolve_
 if TYPE_CHECKING:
     from ..sink.settings import SinkSettings
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 STATE_DIR = "state"
-# expires_at_ms: epoch milliseconds, null without a state TTL.
-STATE_SCHEMA = "key STRING, count BIGINT, expires_at_ms BIGINT"
 # In a checkpoint started from a savepoint: where it came from, and the seed the first batch reads.
 ORIGIN_FILE = "savepoint-origin.json"
 SEED_DIR = "savepoint-seed"
 # A savepoint records these options; a restore with other values of them is refused.
 MEANING = ("key_field", "schema")
-# The manifest's record of the query its state was computed by (pipeline/fingerprint.py); absent
-# from savepoints taken before it was recorded.
+# The manifest's record of the query its state was computed by (pipeline/fingerprint.py).
 QUERY_FINGERPRINT = "query_fingerprint"
 # And these, for the record (a restore may change them).
 RECORDED = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic", "filter", "sink_id",
@@ -82,6 +81,24 @@ class Origin:
     sink_id: str  # the generation's sink id: markers, transactional ids, sink log
     starting_offsets: str  # Spark's JSON form, the savepoint's offsets
     first_batch_id: int  # the batch id the output records of this checkpoint's batch 0 carry
+
+
+def declared_state(config: JobConfig) -> str:
+    """The answer's state columns as pipeline/query.py declares them (pipeline/aggregates.py), as a
+    Spark schema{% if cookiecutter.query != "count-by-key" %}: none, this query keeps no answer per key{% endif %}."""
+{%- if cookiecutter.query == "count-by-key" %}
+    from ..pipeline.steps import checked_answer
+
+    return checked_answer(config).state_ddl()
+{%- else %}
+    return ""
+{%- endif %}
+
+
+def state_schema(config: JobConfig) -> str:
+    """A savepoint's state files: the key, the answer's state columns, and `expires_at_ms` (epoch
+    milliseconds, null without a state TTL)."""
+    return f"key STRING, {declared_state(config)}, expires_at_ms BIGINT"
 
 
 def generation_sink_id(sink_id: str, generation: int) -> str:
@@ -139,7 +156,7 @@ def sink_settings(config: JobConfig, origin: Origin | None = None) -> SinkSettin
 
 
 def seed_location(config: JobConfig, origin: Origin | None) -> str | None:
-    """The savepoint counts the checkpoint's first batch reads, or None (not from a savepoint)."""
+    """The savepoint's state the checkpoint's first batch reads, or None (not from a savepoint)."""
     if origin is None:
         return None
     return f"{resolve_location(config.checkpoint_location).rstrip('/')}/{SEED_DIR}"
@@ -158,8 +175,8 @@ class Manifest:
     source_offsets: dict[str, dict[str, int]]  # {"<topic>": {"<partition>": next offset}}
     published: dict[str, int]  # the sink's last published batch per shard, {"<shard>": batch}
     config: dict[str, Any]
+    state: str  # the answer's state columns (pipeline/aggregates.py), as a Spark schema
     keys: int
-    total: int
     files: list[dict[str, Any]] = field(default_factory=list)  # {"path", "bytes", "sha256"}
 
     def to_json(self) -> bytes:
@@ -229,41 +246,63 @@ def savepoint_batch(config: JobConfig, markers: dict[int, int]) -> int:
     return newest
 
 
-def read_state_counts(spark, config: JobConfig, batch_id: int):
-    """Every key's count after `batch_id`, from the checkpoint's state (Spark's state data
-    source), as a DataFrame (STATE_SCHEMA). The dead letters' per-partition counts are left out,
-    and with a state TTL the counts already expired."""
+{% if cookiecutter.query == "count-by-key" -%}
+def read_state(spark, config: JobConfig, batch_id: int):
+    """Every key's state after `batch_id`, from the checkpoint (Spark's state data source), as a
+    DataFrame (state_schema). The dead letters' per-partition counts are left out, and with a
+    state TTL the keys already expired. A state of other columns than the answer declares (its
+    code changed under the checkpoint) is refused in one line."""
     from pyspark.sql import functions as F
 
-    from ..pipeline.changes import GROUP_KEY
+    from ..pipeline.changes import EVENTS_AFTER_SEED, GROUP_KEY
+    from ..pipeline.steps import checked_answer
 
     spark.streams  # noqa: B018 - starts the StateStoreCoordinator, which reading a RocksDB store needs
+    answer = checked_answer(config)
     location = resolve_location(config.checkpoint_location)
     reader = spark.read.format("statestore").option("batchId", batch_id)
     key = F.col(f"key.{GROUP_KEY}")
     # The checkpoint's operator decides, not the configuration (which may have changed since).
     operators = {row.operatorName for row in spark.read.format("state-metadata").load(location).collect()}
     if any(name.startswith("transformWithState") for name in operators):  # ttl_counting.py's value state
-        state = reader.option("stateVarName", "count").load(location)
-        now_ms = int(time.time() * 1000)
-        return state.where(key.isNotNull() & (F.col("value.ttlExpirationMs") > now_ms)).select(
-            key.alias("key"), F.col("value.value.count").alias("count"),
-            F.col("value.ttlExpirationMs").alias("expires_at_ms"))
-    state = reader.load(location)
-    # The aggregation's buffer: `count`, or in a checkpoint started from a savepoint the sum of
-    # the weights (`sum`) next to the seed (`max`) (counting._count_in_jvm_seeded).
-    value_fields = state.schema["value"].dataType.fieldNames()
-    count = "count" if "count" in value_fields else "sum"
-    return state.where(key.isNotNull()).select(key.alias("key"), F.col(f"value.{count}").cast("bigint").alias("count"),
-                                               F.lit(None).cast("bigint").alias("expires_at_ms"))
+        from ..pipeline.ttl_counting import STATE_VARIABLE
+
+        state = reader.option("stateVarName", STATE_VARIABLE).load(location)
+        value = state.schema["value"].dataType["value"].dataType
+        values, expiry = F.col("value.value"), F.col("value.ttlExpirationMs")
+        state = state.where(key.isNotNull() & (expiry > int(time.time() * 1000)))
+        extra: list[str] = []
+    else:
+        # Spark's aggregation keeps each state column's buffer (named after its function, not the
+        # column), in the answer's order (counting.py); after a savepoint's seed, the count of
+        # events since last.
+        state = reader.load(location)
+        value = state.schema["value"].dataType
+        values, expiry = F.col("value"), F.lit(None)
+        state = state.where(key.isNotNull())
+        extra = [EVENTS_AFTER_SEED] if read_origin(config) is not None else []
+    declared = [(column.name, column.type) for column in answer.state] + [(name, "BIGINT") for name in extra]
+    found = [field.dataType.simpleString().upper() for field in value.fields]
+    if found != [kind for _, kind in declared]:
+        raise SavepointError("checkpoint_location", f"{location} keeps each key's state as ({', '.join(found)}) and "
+                             f"pipeline/query.py's answer as ({answer.state_ddl()}): the answer changed under its "
+                             "checkpoint")
+    named = "struct<" + ", ".join(f"`{name}`: {kind}" for name, kind in declared) + ">"  # a cast renames by position
+    renamed = state.select(key.alias("key"), values.cast(named).alias("value"),
+                           expiry.cast("bigint").alias("expires_at_ms"))
+    return renamed.select("key", *(F.col(f"value.`{column.name}`") for column in answer.state), "expires_at_ms")
+
+{%- else -%}
+def read_state(spark, config: JobConfig, batch_id: int):
+    """This query keeps no answer per key to read."""
+    raise SavepointError("savepoint", "this query keeps no answer per key for a savepoint or `state` to read")
+{%- endif %}
 
 
 def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dict[int, int]) -> Manifest:
     """Take a savepoint of the stopped job's checkpoint into `to` (a new path; one left
     unfinished by a crash is replaced). `effective`: the configuration the checkpoint runs with
     (effective_config); `markers`: its sink's last published batch per shard, read settled."""
-    from pyspark.sql import functions as F
-
     from ..pipeline.fingerprint import fingerprint
     from .pinned_query import read_pinned as read_pinned_query
 
@@ -276,9 +315,8 @@ def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dic
     batch_id = savepoint_batch(config, markers)
     location = resolve_location(config.checkpoint_location)
     offsets = checkpoint.input_offsets(location, batch_id, config.input_topic)
-    counts = read_state_counts(spark, config, batch_id)
-    counts.coalesce(1).write.parquet(f"{where.rstrip('/')}/{STATE_DIR}")
-    totals = counts.agg(F.count("*").alias("keys"), F.sum("count").alias("total")).first()
+    state = read_state(spark, config, batch_id)
+    state.coalesce(1).write.parquet(f"{where.rstrip('/')}/{STATE_DIR}")
     _maybe_crash("SAVEPOINT_STATE_WRITTEN")
     files = []
     for name in sorted(list_names(fs, f"{base}/{STATE_DIR}")):
@@ -294,7 +332,8 @@ def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dic
         published={str(shard): batch for shard, batch in sorted(markers.items())},
         config={**{name: getattr(config, name) for name in (*MEANING, *RECORDED)},
                 QUERY_FINGERPRINT: read_pinned_query(location) or fingerprint(config)},
-        keys=int(totals["keys"]), total=int(totals["total"] or 0), files=files)
+        state=declared_state(config),
+        keys=spark.read.parquet(f"{where.rstrip('/')}/{STATE_DIR}").count(), files=files)
     write_atomic(fs, f"{base}/{MANIFEST}", manifest.to_json())
     return manifest
 
@@ -303,20 +342,25 @@ def create(spark, config: JobConfig, effective: JobConfig, to: str, markers: dic
 
 def check_restorable(manifest: Manifest, config: JobConfig, where: str, markers_then: dict[int, int],
                      markers_next: dict[int, int]) -> None:
-    """Refuse what would lose or double counts. `markers_then`: the savepoint's generation's
+    """Refuse what would lose or double answers. `markers_then`: the savepoint's generation's
     markers now; `markers_next`: those of the generation a restore would start."""
     for option in MEANING:
         if manifest.config.get(option) != getattr(config, option):
             raise SavepointError(option, f"{getattr(config, option)!r}, but savepoint {where} was taken with "
-                                 f"{manifest.config.get(option)!r}: its counts mean something else")
+                                 f"{manifest.config.get(option)!r}: its state means something else")
     from ..pipeline.fingerprint import fingerprint
 
     saved, now = manifest.config.get(QUERY_FINGERPRINT), fingerprint(config)
-    if saved is not None and saved != now:
+    if saved != now:
         raise SavepointError("savepoint", f"{where} holds the state of another query (fingerprint {saved}; "
                              f"pipeline/query.py now computes {now}): resumed, the new query would go on from the "
                              "old one's answers. Put the old query back to resume from it, or start on a new "
                              "checkpoint_location with a new sink_id.")
+    declared = declared_state(config)
+    if manifest.state != declared:
+        raise SavepointError("savepoint", f"{where} keeps each key's state as ({manifest.state}), and "
+                             f"pipeline/query.py's answer keeps it as ({declared}): restored, the state would not "
+                             "fit. Put the old answer back to resume from it.")
     if manifest.config.get("input_topic") != config.input_topic:
         raise SavepointError("input_topic", f"{config.input_topic!r}, but savepoint {where} holds offsets of "
                              f"{manifest.config.get('input_topic')!r}")
@@ -328,13 +372,13 @@ def check_restorable(manifest: Manifest, config: JobConfig, where: str, markers_
     if markers_next:
         raise SavepointError("savepoint", f"a job already started from {where} and published batches as sink "
                              f"{generation_sink_id(manifest.config['sink_id'], manifest.generation + 1)!r}; a second "
-                             "start would publish its counts again. Resume that job's checkpoint, or take a new "
+                             "start would publish its answers again. Resume that job's checkpoint, or take a new "
                              "savepoint of it.")
 
 
 def start_from(spark, config: JobConfig, path: str, manifest: Manifest) -> Origin:
     """Prepare a new checkpoint to start from the savepoint (checked by check_restorable):
-    the savepoint's counts copied in as the first batch's seed, then the origin file. Once
+    the savepoint's state copied in as the first batch's seed, then the origin file. Once
     the origin file is there, `run` resumes this checkpoint like any other."""
     location = resolve_location(config.checkpoint_location)
     if not checkpoint.is_new(location):
@@ -344,10 +388,10 @@ def start_from(spark, config: JobConfig, path: str, manifest: Manifest) -> Origi
     seed = f"{location.rstrip('/')}/{SEED_DIR}"
     if exists(fs, f"{base}/{SEED_DIR}"):
         fs.delete_dir(f"{base}/{SEED_DIR}")  # left by a start cut short before its origin file
-    counts = spark.read.schema(STATE_SCHEMA).parquet(f"{resolve_location(path).rstrip('/')}/{STATE_DIR}")
+    state = spark.read.schema(state_schema(config)).parquet(f"{resolve_location(path).rstrip('/')}/{STATE_DIR}")
     if config.state_ttl_seconds > 0:  # what a restart of the old checkpoint now would have forgotten
-        counts = counts.where(f"expires_at_ms IS NULL OR expires_at_ms > {int(time.time() * 1000)}")
-    counts.coalesce(1).write.parquet(seed)
+        state = state.where(f"expires_at_ms IS NULL OR expires_at_ms > {int(time.time() * 1000)}")
+    state.coalesce(1).write.parquet(seed)
     _maybe_crash("SAVEPOINT_SEED_COPIED")
     fs_savepoint, savepoint_base = filesystem(path)
     origin = Origin(

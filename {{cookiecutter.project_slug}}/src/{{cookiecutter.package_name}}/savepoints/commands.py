@@ -57,16 +57,19 @@ def _session(spark_session: SessionFactory, config: JobConfig, name: str) -> Spa
     return spark_session(dataclasses.replace(config, ui_port=0), app_name=name)
 
 
-def require_counts(config: JobConfig, command: str) -> None:
-    """A savepoint carries, and `state` shows, a count per key: refused for another answer
-    (pipeline/query.py), whose state Spark keeps in a form of its own. The CLI asks first, before
-    any storage or broker."""
-    from ..pipeline.fingerprint import counts_events
+def require_answer(config: JobConfig, command: str) -> None:
+    """A savepoint carries, and `state` shows, each key's answer as its state keeps it: refused,
+    in one line, for a query that keeps none or whose answer's state cannot be kept
+    (pipeline/aggregates.py). The CLI asks first, before any storage or broker."""
+{%- if cookiecutter.query == "count-by-key" %}
+    from ..pipeline.steps import checked_answer
 
-    if not counts_events(config):
-        raise savepoints.SavepointError("savepoint", f"`{command}` knows a count per key, and pipeline/query.py "
-                                        "computes another answer: start a changed job on a new checkpoint_location "
-                                        "with a new sink_id")
+    checked_answer(config)
+{%- else %}
+    raise savepoints.SavepointError("savepoint", f"`{command}` moves and shows an answer per key, and this query "
+                                    "keeps {{ 'windows' if cookiecutter.query == 'windowed-count' else 'no state' }}: "
+                                    "start a changed job on a new checkpoint_location with a new sink_id")
+{%- endif %}
 
 
 def create(config: JobConfig, to: str, timeout: float, spark_session: SessionFactory) -> int:
@@ -90,8 +93,8 @@ def create(config: JobConfig, to: str, timeout: float, spark_session: SessionFac
         manifest = savepoints.create(spark, config, effective, to, markers)
     finally:
         spark.stop()
-    print(f"savepoint {resolve_location(to)}: batch {manifest.batch_id}, {manifest.keys} keys, {manifest.total} "
-          f"events counted, offsets {json.dumps(manifest.source_offsets)}, sink {manifest.sink_id!r} "
+    print(f"savepoint {resolve_location(to)}: batch {manifest.batch_id}, {manifest.keys} keys ({manifest.state}), "
+          f"offsets {json.dumps(manifest.source_offsets)}, sink {manifest.sink_id!r} "
           f"(generation {manifest.generation}) published {manifest.published}")
     print(f"resume with: run --from-savepoint {resolve_location(to)} --set checkpoint_location=<a new path>")
     return 0
@@ -109,6 +112,7 @@ def restore_plan(config: JobConfig, path: str | None) -> Callable[[Any], None] |
         return None  # resuming: the checkpoint knows where it came from
     if path is None:
         return None
+    require_answer(config, "run --from-savepoint")
     manifest = savepoints.read_manifest(path)
     next_sink = savepoints.generation_sink_id(config.sink_id, manifest.generation + 1)
     savepoints.check_restorable(manifest, config, resolve_location(path),
@@ -124,16 +128,22 @@ def restore_plan(config: JobConfig, path: str | None) -> Callable[[Any], None] |
     return prepare
 
 
-def _top_counts(table, limit: int) -> list[dict[str, Any]]:
+def _answers(rows: list[dict[str, Any]], config: JobConfig) -> list[dict[str, Any]]:
+    """Each key's published answer from its state row (pipeline/aggregates.py), its expiry kept."""
+{%- if cookiecutter.query != "count-by-key" %}
+    return rows  # this query keeps no answer per key (require_answer refuses it first)
+{%- else %}
+    from ..pipeline.steps import checked_answer
+
+    answer = checked_answer(config)
+    return [{"key": row["key"], **answer.published(row), "expires_at_ms": row.get("expires_at_ms")} for row in rows]
+{%- endif %}
+
+
+def inspect(config: JobConfig, path: str, as_json: bool, limit: int) -> int:
+    """The savepoint at `path`: its manifest and its first keys (in key order), as query.py's answer
+    publishes them."""
     import pyarrow.compute as pc
-
-    if table.num_rows == 0 or limit <= 0:
-        return []
-    order = pc.sort_indices(table, sort_keys=[("count", "descending"), ("key", "ascending")])
-    return table.take(order[:limit]).to_pylist()
-
-
-def inspect(path: str, as_json: bool, limit: int) -> int:
     import pyarrow.dataset as ds
 
     from ..storage.files import filesystem
@@ -141,8 +151,10 @@ def inspect(path: str, as_json: bool, limit: int) -> int:
     manifest = savepoints.read_manifest(path)
     fs, base = filesystem(path)
     table = ds.dataset([f"{base}/{f['path']}" for f in manifest.files], filesystem=fs, format="parquet").to_table()
-    shown = _top_counts(table, limit)
-    document = {**json.loads(manifest.to_json()), "path": resolve_location(path), "top_keys": shown}
+    rows = [] if table.num_rows == 0 or limit <= 0 else table.take(
+        pc.sort_indices(table, sort_keys=[("key", "ascending")])[:limit]).to_pylist()
+    shown = _answers(rows, config) if manifest.state == savepoints.declared_state(config) else rows
+    document = {**json.loads(manifest.to_json()), "path": resolve_location(path), "first_keys": shown}
     if as_json:
         print(json.dumps(document, indent=1))
         return 0
@@ -151,24 +163,32 @@ def inspect(path: str, as_json: bool, limit: int) -> int:
     print(f"  source offsets  {json.dumps(manifest.source_offsets)}")
     print("  last published  " + ", ".join(f"shard {s}: batch {b}" for s, b in manifest.published.items()))
     ttl = manifest.config.get("state_ttl_seconds", 0)
-    print(f"  keys {manifest.keys}, events counted {manifest.total}; state TTL: "
-          + (f"{ttl} s (a key's count expires at the time shown)" if ttl else "none"))
+    print(f"  keys {manifest.keys}, each kept as ({manifest.state}); state TTL: "
+          + (f"{ttl} s (a key's state expires at the time shown)" if ttl else "none"))
     print("  config  " + ", ".join(f"{name}={value!r}" for name, value in manifest.config.items()))
-    _print_counts(shown, manifest.keys)
+    _print_answers(shown, manifest.keys)
     return 0
 
 
-def _print_counts(shown: list[dict[str, Any]], keys: int) -> None:
+def _print_answers(shown: list[dict[str, Any]], keys: int) -> None:
+    """A table: key, the answer's fields, and the expiry where a state TTL set one."""
     if not shown:
         return
-    width = max(len(str(row["key"])) for row in shown)
-    count_width = max(len("count"), *(len(str(row["count"])) for row in shown))
     with_ttl = any(row.get("expires_at_ms") is not None for row in shown)
-    shown_of = f"   ({len(shown)} of {keys}, largest first)" if keys > len(shown) else ""
-    print(f"  {'key'.ljust(width)}  {'count'.rjust(count_width)}" + ("  expires (UTC)" if with_ttl else "") + shown_of)
-    for row in shown:
-        expires = f"  {_utc(row['expires_at_ms'])}" if with_ttl else ""
-        print(f"  {str(row['key']).ljust(width)}  {str(row['count']).rjust(count_width)}{expires}")
+    names = [name for name in shown[0] if name != "expires_at_ms"]
+    cells = [[_cell(row[name]) for name in names] + ([_utc(row["expires_at_ms"])] if with_ttl else []) for row in shown]
+    heading = [*names, *(["expires (UTC)"] if with_ttl else [])]
+    widths = [max(len(heading[i]), *(len(row[i]) for row in cells)) for i in range(len(heading))]
+    shown_of = f"   ({len(shown)} of {keys}, in key order)" if keys > len(shown) else ""
+    print("  " + "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(heading, widths,
+                                                                                             strict=True))) + shown_of)
+    for row in cells:
+        print("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths,
+                                                                                                strict=True))))
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def _utc(epoch_ms: int | None) -> str:
@@ -179,8 +199,6 @@ def _utc(epoch_ms: int | None) -> str:
 
 def show_state(config: JobConfig, as_json: bool, limit: int, spark_session: SessionFactory) -> int:
     """The checkpoint's state as of its last committed batch (the job may be running)."""
-    from pyspark.sql import functions as F
-
     from ..storage import checkpoint
 
     effective = effective_config(config)
@@ -197,18 +215,18 @@ def show_state(config: JobConfig, as_json: bool, limit: int, spark_session: Sess
         markers = _markers(effective, effective.sink_id, settled=False)
     spark = _session(spark_session, config, "state")
     try:
-        counts = savepoints.read_state_counts(spark, config, batch)
-        totals = counts.agg(F.count("*").alias("keys"), F.sum("count").alias("total")).first()
-        shown = [row.asDict() for row in counts.orderBy(F.desc("count"), "key").limit(max(limit, 0)).collect()]
+        state = savepoints.read_state(spark, config, batch)
+        keys = state.count()
+        rows = [row.asDict() for row in state.orderBy("key").limit(max(limit, 0)).collect()]
     finally:
         spark.stop()
+    shown = _answers(rows, config)
     document: dict[str, Any] = {
         "checkpoint": location, "batch_id": batch, "sink_id": effective.sink_id,
         "running": driver_presence.running_driver(location) is not None,
         "source_offsets": {config.input_topic: checkpoint.input_offsets(location, batch, config.input_topic)},
         "published": {str(shard): b for shard, b in sorted(markers.items())},
-        "keys": int(totals["keys"]), "total": int(totals["total"] or 0), "ttl_seconds": config.state_ttl_seconds,
-        "top_keys": shown,
+        "keys": keys, "ttl_seconds": config.state_ttl_seconds, "first_keys": shown,
     }
     if as_json:
         print(json.dumps(document, indent=1))
@@ -217,6 +235,6 @@ def show_state(config: JobConfig, as_json: bool, limit: int, spark_session: Sess
     print(f"  source offsets  {json.dumps(document['source_offsets'])}")
     print("  last published  " + (", ".join(f"shard {s}: batch {b}" for s, b in document["published"].items())
                                    or "nothing yet") + f" (sink {effective.sink_id!r})")
-    print(f"  keys {document['keys']}, events counted {document['total']}")
-    _print_counts(shown, document["keys"])
+    print(f"  keys {keys}" + (f", state TTL {config.state_ttl_seconds} s" if config.state_ttl_seconds else ""))
+    _print_answers(shown, keys)
     return 0

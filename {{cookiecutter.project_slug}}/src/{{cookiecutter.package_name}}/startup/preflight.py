@@ -16,7 +16,7 @@ from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
 from ..kafka import permissions
 from ..kafka.client import cluster_topics, librdkafka_config
 from ..pipeline import query
-from ..pipeline.fingerprint import counts_events, fingerprint
+from ..pipeline.fingerprint import fingerprint
 from ..pipeline.parsing import event_schema
 from ..savepoints.pinned_query import check_and_pin as check_and_pin_query
 from ..sink.coordinator import markers_went_back
@@ -100,18 +100,26 @@ def check_storage(config: JobConfig) -> None:
         object_store.check_bucket(config.checkpoint_location, config.s3)
 
 
-def check_state_ttl(config: JobConfig) -> None:
-    """The state TTL's operator keeps a count per key (ttl_counting.py): refused for a query
-    whose answer is another (pipeline/query.py), which it would replace by the count silently."""
-    if config.state_ttl_seconds > 0 and not counts_events(config):
-        raise ConfigError("state_ttl_seconds", "a state TTL keeps a count per key, and pipeline/query.py computes "
-                          "another answer; set state_ttl_seconds = 0, or give the TTL's operator your answer")
+def check_answer(config: JobConfig) -> None:
+{%- if cookiecutter.query == "count-by-key" %}
+    """pipeline/query.py's answer, before Spark starts: one its state cannot keep (pipeline/aggregates.py)
+    stops the start in one line naming it."""
+    from ..pipeline.steps import checked_answer
+
+    checked_answer(config)
+{%- else %}
+    """This query keeps no answer per key for a state TTL to expire: a TTL is refused."""
+    if config.state_ttl_seconds > 0:
+        raise ConfigError("state_ttl_seconds", "a state TTL expires a key's answer, and this query keeps "
+                          "{{ 'windows, which its watermark ends' if cookiecutter.query == 'windowed-count' else 'no state' }}: "
+                          "set state_ttl_seconds = 0")
+{%- endif %}
 
 
 def check_before_spark(config: JobConfig) -> None:
     """What fails in seconds, before Spark starts: the query's operator, the broker, the topics,
     the checkpoint's storage."""
-    check_state_ttl(config)
+    check_answer(config)
     check_kafka(config)
     check_storage(config)
 
