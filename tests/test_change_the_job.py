@@ -45,8 +45,7 @@ SHAPES["largest-and-mean"] = SHAPES["count-by-key"]
 COMMON_UNIT_TESTS = ("test_query_fingerprint.py", "test_savepoint_manifest.py", "test_one_line_failures.py",
                      "test_sink_parts.py", "test_chaos_plan.py", "test_differential.py")
 QUERY_UNIT_TESTS = {"count-by-key": ("test_counting.py", *COMMON_UNIT_TESTS), "stateless": COMMON_UNIT_TESTS,
-                    "largest-and-mean": ("test_query_fingerprint.py", "test_savepoint_manifest.py",
-                                         "test_one_line_failures.py")}
+                    "largest-and-mean": ("test_query_fingerprint.py", "test_savepoint_manifest.py")}
 # What the changed query.py and job.toml hold, per shape.
 CHANGED = {"count-by-key": ('agg.Sum("amount", "total")', 'totals[key] += event["amount"]'),
            "stateless": ('(F.col("amount") * 100).alias("cents")', '"cents": event["amount"] * 100'),

@@ -67,9 +67,12 @@ UNIT_TEST_CELLS = {"custom-names": CUSTOM, "stateless": {"query": "stateless"},
                    "windowed-count": {"query": "windowed-count"}}
 # A checkpoint on neither a local path nor S3: its files checked (no S3 connector in the manifest).
 EXTRA_CELLS = {**UNIT_TEST_CELLS, "hdfs-checkpoint": {"checkpoint_location": "hdfs://namenode:8020/x/checkpoints"}}
-# Unit tests that no answer but the names changes (Spark's jar resolution and the class archive,
-# half a minute each): the default rendering's suite and the custom-names cell run them.
-ANSWER_FREE_UNIT_TESTS = ("tests/unit/test_resolved_jars.py",)
+# Unit tests that no answer but the names changes, each a JVM or a process of its own (Spark's jar
+# resolution and the class archive, a spark-submit of the job, a broker container's settings): the
+# default rendering's suite and the custom-names cell run them, the query shapes' cells do not.
+ANSWER_FREE_UNIT_TESTS = ("tests/unit/test_resolved_jars.py",
+                          "tests/unit/test_session.py::test_spark_submit_runs_the_job_on_the_master_it_was_given",
+                          "tests/unit/test_kafka_image.py::test_a_container_node_gets_the_process_nodes_configuration")
 WORKFLOW = ".github/workflows/ci.yml"
 DEPLOY_FILES = {"deploy/spark-submit.sh", "deploy/main.py", "deploy/resolve.py", "deploy/k8s/spark-application.yaml", "deploy/k8s/alerts.yaml",
                 "deploy/k8s/pod-monitor.yaml", "deploy/image/Dockerfile", "deploy/image/entrypoint.sh",
