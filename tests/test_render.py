@@ -77,3 +77,38 @@ def test_no_rendered_test_returns_early(query: str, rendered_default: Path, tmp_
              if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_")
              for statement in own_statements(node) if isinstance(statement, ast.Return)]
     assert not early, early
+
+
+# The names of the other shapes' code: the windowed count's event times and windows, the stateless
+# shape's projection.
+OTHER_SHAPES_NAMES = {"event_time_field", "event_time", "event_times", "EventTime", "EventTimes", "MAX_EVENT_TIME_MS",
+                      "EVENT_TIME_BASE_MS", "window_start", "window_key", "window_seconds", "windowed_changes",
+                      "WindowedCountProcessor", "project_changes", "projection"}
+
+
+def code_names(tree: ast.AST) -> set[str]:
+    """The names a module's code uses or defines (not its docstrings or comments)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.update(node.name.split("."))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.update(node.module.split("."))
+    return names
+
+
+def test_the_default_rendering_carries_no_code_of_the_other_query_shapes(rendered_default: Path) -> None:
+    """A fork of the count owns the count's code: no event-time parsing, sample times, windows or
+    projection left from the shapes it did not choose."""
+    found = {f"{path.relative_to(rendered_default)}: {sorted(names)}"
+             for path in sorted(rendered_default.rglob("*.py"))
+             if (names := code_names(ast.parse(path.read_text())) & OTHER_SHAPES_NAMES)}
+    assert not found, sorted(found)

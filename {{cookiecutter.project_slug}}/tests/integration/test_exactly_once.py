@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.kafka_io import grow_topic
 from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
-from {{ cookiecutter.package_name }}_tools.sample import event_times, events_of_keys, produce
+from {{ cookiecutter.package_name }}_tools.sample import {% if cookiecutter.query == "windowed-count" %}event_times, {% endif %}events_of_keys, produce
 
 from harness import (
     CONFIG,
@@ -181,7 +181,8 @@ def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job):
     every key's last count is 2 and no count appears twice (the same crash with the at-least-once
     sink publishes the batch again, which this check sees: test_the_same_crash_duplicates_...)."""
     keys = [f"user-{i}" for i in range(100_000)]
-    events = events_of_keys(keys * 2, 100, CONFIG.schema, CONFIG.key_field, event_times(CONFIG))
+    events = events_of_keys(keys * 2, 100, CONFIG.schema, CONFIG.key_field
+                            {%- if cookiecutter.query == "windowed-count" %}, event_times(CONFIG){% endif %})
     random.Random(100).shuffle(events)
     values = [json.dumps(event).encode() for event in events]
     produce(job.bootstrap_servers, job.input_topic, values, partitions=4)

@@ -180,6 +180,7 @@ def test_latency_rounds_pool_every_rounds_records_and_list_each_rounds_percentil
     add_latency_run(first, {**contender_result("eos"), "latency": None}, round_number=3, position=1)
     assert len(first["latency"]["rounds"]) == 2  # a round without a latency phase adds nothing
 
+{%- if cookiecutter.query == "windowed-count" %}
 
 def test_a_windowed_event_stream_counts_each_event_under_its_window_key():
     """With an event time, the bench's events carry it (the time they are produced) and its
@@ -194,6 +195,7 @@ def test_a_windowed_event_stream_counts_each_event_under_its_window_key():
     assert dict(stream.expected) == {"red@2026-01-01T00:00:00Z": 2, "red@2026-01-01T00:00:10Z": 1}
     assert EventStream(Keys.of(8), "color", seed=1).output_key("red", 1_767_225_605.5) == "red"
 
+{%- endif %}
 
 def test_a_scaling_point_is_the_median_of_its_rounds_and_its_table_lists_each_round():
     """One 1,000,000-key batch varies by a fifth from run to run: --scaling-rounds runs each point

@@ -155,6 +155,7 @@ def test_the_columns_the_parse_adds_are_the_names_a_field_may_not_take(spark):
     records = spark.createDataFrame([], RECORDS_DDL)
     assert parse_records(records, SCHEMA).columns == [*SCHEMA.fields, *PARSE_COLUMNS]
 
+{%- if cookiecutter.query == "windowed-count" %}
 
 TIMED = EventSchema(fields={"color": "string", "at": "int"}, key_field="color", max_record_bytes=65536,
                     event_time_field="at")
@@ -177,3 +178,4 @@ def test_with_an_event_time_every_record_keeps_its_raw_bytes(spark):
     """A windowed count finds an event late after the shuffle, and makes its dead letter there."""
     [event] = parse(spark, b'{"color": "red", "at": 5}', schema=TIMED)
     assert event[REASON] is None and event["raw_value"] == bytearray(b'{"color": "red", "at": 5}')
+{%- endif %}

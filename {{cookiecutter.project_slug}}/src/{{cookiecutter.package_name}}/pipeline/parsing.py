@@ -27,9 +27,11 @@ SPARK_TYPES = {"string": "STRING", "int": "BIGINT", "float": "DOUBLE", "bool": "
 # JSON whitespace (RFC 8259), allowed around the document.
 _JSON_SPACE = " \t\r\n"
 
+{%- if cookiecutter.query == "windowed-count" %}
 
 # An event time (epoch milliseconds) the windows can hold: 1970-01-01 up to the end of year 9999.
 MAX_EVENT_TIME_MS = 253_402_300_799_999
+{%- endif %}
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,9 @@ class EventSchema:
     fields: dict[str, str]
     key_field: str
     max_record_bytes: int
+{%- if cookiecutter.query == "windowed-count" %}
     event_time_field: str | None = None  # a field every event must have, an epoch-milliseconds time
+{%- endif %}
 
     def fields_ddl(self) -> str:
         """The event's fields: all the job's filter may read."""
@@ -87,9 +91,13 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
         "topic",
         F.col("partition").cast("int").alias("partition"),
         "offset",
+{%- if cookiecutter.query == "windowed-count" %}
         # The raw bytes only for dead letters; with an event time, for every record: an event
         # found late after the shuffle becomes a dead letter there (windowed_counting.py).
         (F.col("value") if schema.event_time_field else F.when(~event, F.col("value"))).alias("raw_value"),
+{%- else %}
+        F.when(~event, F.col("value")).alias("raw_value"),  # the raw bytes only for dead letters
+{%- endif %}
         *headers,
     )
 
@@ -133,17 +141,21 @@ def dead_letter_checks(value: Column, doc: Column, fields: dict[str, Column], sc
         missing = field.isNull() | F.is_variant_null(field)
         if name == schema.key_field:
             checks.append((missing, F.lit(f"missing key field {name!r}")))
+{%- if cookiecutter.query == "windowed-count" %}
         elif name == schema.event_time_field:
             checks.append((missing, F.lit(f"missing event-time field {name!r}")))
+{%- endif %}
         found = F.schema_of_variant(field)
         checks.append((
             ~missing & ~_has_type(found, kind),
             F.concat(F.lit(f"field {name!r} has JSON type "), _json_type(found), F.lit(f", expected {kind}")),
         ))
+{%- if cookiecutter.query == "windowed-count" %}
         if name == schema.event_time_field:
             time = _typed(field, kind)
             checks.append((~time.between(0, MAX_EVENT_TIME_MS), F.format_string(
                 f"event-time field {name!r} is %d, outside 0 to {MAX_EVENT_TIME_MS} (epoch milliseconds)", time)))
+{%- endif %}
     return checks
 
 

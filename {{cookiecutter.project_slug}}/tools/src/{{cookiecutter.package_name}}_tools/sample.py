@@ -75,6 +75,7 @@ def sample_keys(key_type: str, filter_expression: str) -> list[object]:
         literals = []
     return keys + [value for value in dict.fromkeys(literals) if value not in keys]
 
+{%- if cookiecutter.query == "windowed-count" %}
 
 # Where a sample's event times begin (2026-01-01T00:00:00Z, epoch milliseconds).
 EVENT_TIME_BASE_MS = 1_767_225_600_000
@@ -90,11 +91,12 @@ class EventTimes:
 
     def draw(self, rng: random.Random) -> int:
         return EVENT_TIME_BASE_MS + rng.randrange(self.span_ms + 1)
+{%- endif %}
 
 
 def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str, keep: Keep,
-                malformed_rate: float = 0.0, keys: Sequence[object] | None = None,
-                event_times: EventTimes | None = None) -> SampleInput:
+                malformed_rate: float = 0.0, keys: Sequence[object] | None = None{% if cookiecutter.query == "windowed-count" %},
+                event_times: EventTimes | None = None{% endif %}) -> SampleInput:
     """`count` events of the schema, keys skewed (the first keys are far more frequent), a share
     of malformed records. The kept events are those that `keep` (the job's filter, evaluated apart
     from the job: `spark_filter`) lets through."""
@@ -111,8 +113,10 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
             continue
         event = _other_fields(rng, schema, key_field)
         event[key_field] = rng.choices(keys, weights)[0]
+{%- if cookiecutter.query == "windowed-count" %}
         if event_times is not None:
             event[event_times.field] = event_times.draw(rng)
+{%- endif %}
         event.setdefault("seq", i)  # not in the schema unless a team adds it: the job ignores it
         value = json.dumps(event).encode()
         sample.values.append(value)
@@ -124,14 +128,16 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
     return sample
 
 
-def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str], key_field: str,
-                   event_times: EventTimes | None = None) -> list[Event]:
+def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str], key_field: str{% if cookiecutter.query == "windowed-count" %},
+                   event_times: EventTimes | None = None{% endif %}) -> list[Event]:
     """An event per key, in order, its other fields as make_events gives them."""
     rng = random.Random(seed)
     events = [{**_other_fields(rng, schema, key_field), key_field: key} for key in keys]
+{%- if cookiecutter.query == "windowed-count" %}
     if event_times is not None:
         for event in events:
             event[event_times.field] = event_times.draw(rng)
+{%- endif %}
     return events
 
 
@@ -139,15 +145,14 @@ def configured_sample(config: JobConfig, keep: Keep, count: int, seed: int, malf
                       ) -> SampleInput:
     """A sample for the job as configured: its schema, its key field, keys on both sides of its filter."""
     keys = sample_keys(config.schema[config.key_field], config.filter)
-    return make_events(count, seed, config.schema, config.key_field, keep, malformed_rate, keys, event_times(config))
-
-
-def event_times(config: JobConfig) -> EventTimes | None:
-    """The query's event times, if it has any: within its allowed lateness, so none is late."""
+    return make_events(count, seed, config.schema, config.key_field, keep, malformed_rate, keys
+                       {%- if cookiecutter.query == "windowed-count" %}, event_times(config){% endif %})
 {%- if cookiecutter.query == "windowed-count" %}
+
+
+def event_times(config: JobConfig) -> EventTimes:
+    """The query's event times: within its allowed lateness, so none is late."""
     return EventTimes(config.event_time_field, max(config.allowed_lateness_seconds * 1000 - 1, 0))
-{%- else %}
-    return None
 {%- endif %}
 
 

@@ -34,7 +34,9 @@ from .workload import (
     Keys,
     OutputTail,
     RateProducer,
+{%- if cookiecutter.query == "windowed-count" %}
     event_time,
+{%- endif %}
     produce_backlog,
     produce_plain,
 )
@@ -138,7 +140,8 @@ class Run:
         self.progress_file = self.workdir / "progress.jsonl"
         self.key_field = JobConfig().key_field
         self.keys = Keys.of(profile.keys)
-        self.stream = EventStream(self.keys, self.key_field, profile.seed, event_time(JobConfig()))
+        self.stream = EventStream(self.keys, self.key_field, profile.seed
+                                  {%- if cookiecutter.query == "windowed-count" %}, event_time(JobConfig()){% endif %})
         self.result = contender_result(name)
 
     def command(self) -> list[str]:

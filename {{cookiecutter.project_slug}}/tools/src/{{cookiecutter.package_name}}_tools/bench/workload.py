@@ -12,8 +12,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+{%- if cookiecutter.query == "windowed-count" %}
 
 from {{ cookiecutter.package_name }}.config import JobConfig
+{%- endif %}
 
 from ..kafka_io import create_topics, delete_topics, produce
 from ..sample import COLORS
@@ -37,6 +39,7 @@ class Keys:
     def filter_expression(self, key_field: str) -> str:
         return "true" if self.excluded is None else f"`{key_field}` != '{self.excluded}'"
 
+{%- if cookiecutter.query == "windowed-count" %}
 
 @dataclass(frozen=True)
 class EventTime:
@@ -49,15 +52,19 @@ class EventTime:
     def output_key(self, key: str, produced_at: float) -> str:
         start = int(produced_at * 1000) // self.window_ms * self.window_ms
         return f"{key}@{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(start // 1000))}"
+{%- endif %}
 
 
 class EventStream:
     """Deterministic events; remembers what each counted output key got and when it was produced."""
 
-    def __init__(self, keys: Keys, key_field: str, seed: int, event_time: EventTime | None = None) -> None:
+    def __init__(self, keys: Keys, key_field: str, seed: int{% if cookiecutter.query == "windowed-count" %},
+                 event_time: EventTime | None = None{% endif %}) -> None:
         self.keys = keys
         self.key_field = key_field
+{%- if cookiecutter.query == "windowed-count" %}
         self.event_time = event_time
+{%- endif %}
         self.rng = random.Random(seed)
         self.seq = 0
         self.expected: dict[str, int] = defaultdict(int)
@@ -70,29 +77,34 @@ class EventStream:
         return [self.keys.values[(self.seq + i) % n] for i in range(count)]
 
     def output_key(self, key: str, produced_at: float) -> str:
+{%- if cookiecutter.query == "windowed-count" %}
         """The key of the output record that counts this event: the key, or the key and its window."""
         return key if self.event_time is None else self.event_time.output_key(key, produced_at)
+{%- else %}
+        """The key of the output record that counts this event."""
+        return key
+{%- endif %}
 
     def encode(self, key: str, produced_at: float) -> bytes:
         self.seq += 1
         if key != self.keys.excluded:
             self.expected[self.output_key(key, produced_at)] += 1
         event: dict[str, object] = {self.key_field: key, "seq": self.seq, "ts_ms": round(produced_at * 1000, 3)}
+{%- if cookiecutter.query == "windowed-count" %}
         if self.event_time is not None:
             event[self.event_time.field] = int(produced_at * 1000)
+{%- endif %}
         return json.dumps(event).encode()
 
     @property
     def expected_total(self) -> int:
         return sum(self.expected.values())
-
-
-def event_time(config: JobConfig) -> EventTime | None:
-    """The configured query's event time, if it has one."""
 {%- if cookiecutter.query == "windowed-count" %}
+
+
+def event_time(config: JobConfig) -> EventTime:
+    """The configured query's event time."""
     return EventTime(config.event_time_field, config.window_seconds * 1000)
-{%- else %}
-    return None
 {%- endif %}
 
 

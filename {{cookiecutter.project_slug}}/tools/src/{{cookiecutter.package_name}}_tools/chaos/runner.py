@@ -363,7 +363,7 @@ class Chaos:
 
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
-        from ..sample import COLORS, event_times, make_events
+        from ..sample import COLORS{% if cookiecutter.query == "windowed-count" %}, event_times{% endif %}, make_events
 
         profile = self.profile
         keys = COLORS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(COLORS)))]
@@ -372,8 +372,12 @@ class Chaos:
         def keep(events: list[dict]) -> list[bool]:  # the run's own filter (settings())
             return [event[self.key_field] != EXCLUDED_KEY for event in events]
 
+{%- if cookiecutter.query == "windowed-count" %}
         sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys,
                              event_times(self.query))
+{%- else %}
+        sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys)
+{%- endif %}
         python_workers = self.guarantee == "at-least-once" or self.query.state_ttl_seconds > 0
         plans = make_plan(profile, self.rng, _faults().POINTS, cluster=self.cluster is not None,
                           python_workers=python_workers, brokers=3 if self.kafka.cluster is not None else 1)
