@@ -95,12 +95,20 @@ class Mean:
     field: str
     name: str
 
+    @property
+    def sum_column(self) -> str:
+        return f"{self.name}_sum"
+
+    @property
+    def values_column(self) -> str:
+        return f"{self.name}_values"
+
     def state(self, schema: Mapping[str, str]) -> tuple[StateColumn, ...]:
-        return (StateColumn(f"{self.name}_sum", "DOUBLE", "sum", self.field),
-                StateColumn(f"{self.name}_values", "BIGINT", "values", self.field))
+        return (StateColumn(self.sum_column, "DOUBLE", "sum", self.field),
+                StateColumn(self.values_column, "BIGINT", "values", self.field))
 
     def published(self, state: Mapping[str, Any]) -> object:
-        total, values = state[f"{self.name}_sum"], state[f"{self.name}_values"]
+        total, values = state[self.sum_column], state[self.values_column]
         return None if total is None or not values else float(total) / int(values)
 
 

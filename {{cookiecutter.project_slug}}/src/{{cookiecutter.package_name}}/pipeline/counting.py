@@ -73,7 +73,7 @@ def _published(answer: Answer) -> list[Column]:
     columns = []
     for aggregate in answer.aggregates:
         if isinstance(aggregate, Mean):
-            total, values = (F.col(f"`{column.name}`") for column in aggregate.state({}))
+            total, values = F.col(f"`{aggregate.sum_column}`"), F.col(f"`{aggregate.values_column}`")
             columns.append(F.when(values > 0, total / values).alias(aggregate.name))  # ANSI: no division by 0
         else:
             columns.append(F.col(f"`{aggregate.name}`"))
