@@ -41,6 +41,7 @@ from {{ cookiecutter.package_name }}_tools.verify import Expected, Verdict, judg
 # The tests' JVMs compile with C1 alone, as the job's local driver does (session.QUICK_JIT): given
 # to every JVM spark-submit starts for them (the cluster suite's drivers and executors), to
 # every broker (KAFKA_OPTS) and to the S3 server: they live minutes, and C2 would spend much of their CPU compiling.
+# One option, no space: spark-submit.sh splits SPARK_SUBMIT_ARGS (submit_args) on spaces.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the job's `${...}` setting
 
@@ -419,3 +420,12 @@ def answer(url: str) -> str | None:
         return fetch(url)
     except OSError:
         return None
+
+
+def submit_args(executors: int) -> str:
+    """spark-submit's options for a test's submission: the executors' JVMs compile with C1 alone
+    (as the drivers do), and each worker has one core, so `executors` cores are that
+    many executors. One is enough for the protocol's points in the publishing tasks; a test that
+    loses a worker asks for two. Each executor is a JVM started per submission, the suite's cost."""
+    return (f"--conf spark.executor.extraJavaOptions={TEST_JVM_OPTIONS} "
+            f"--conf spark.cores.max={executors}")

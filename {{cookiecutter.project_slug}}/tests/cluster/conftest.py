@@ -13,7 +13,7 @@ import pytest
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.spark_cluster import ClusterUnavailable, SparkCluster, s3a_classpath
 
-from harness import SECRET_VARIABLE, TEST_JVM_OPTIONS, JobUnderTest, on_s3, serving
+from harness import SECRET_VARIABLE, JobUnderTest, on_s3, serving, submit_args
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +47,6 @@ def cluster_job(job: JobUnderTest, spark_cluster: SparkCluster, s3_server: S3Ser
     job.launcher_env = {"SPARK_MASTER": spark_cluster.url, "PYTHON": sys.executable,
                         SECRET_VARIABLE: s3_server.secret_key,
                         "HADOOP_AWS_CLASSPATH": s3a_jars,
-                        # The executors' JVMs compile with C1 alone too (tests/conftest.py: the drivers').
-                        "SPARK_SUBMIT_ARGS": f"--conf spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}"}
+                        "SPARK_SUBMIT_ARGS": submit_args(executors=1)}
     return job
+

@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools import chaos
 from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES
 
-from harness import PUBLISHED_BEFORE_THE_CRASH, crash_at_each_point, merged, produce_sample, wait_until
+from harness import PUBLISHED_BEFORE_THE_CRASH, crash_at_each_point, merged, produce_sample, submit_args, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -62,6 +62,7 @@ def test_a_worker_lost_in_the_middle_of_a_run_costs_nothing(cluster_job, spark_c
     """SIGKILL of a worker and its executor while batches run: Spark runs the lost tasks on the
     other worker, and the output stays exact. The worker comes back for the next test."""
     job = cluster_job
+    job.launcher_env["SPARK_SUBMIT_ARGS"] = submit_args(executors=2)  # one on each worker
     first = produce_sample(job, count=4000, seed=91, partitions=4)
     outcome: dict = {}
     running = threading.Thread(target=lambda: outcome.update(run=job.run(max_offsets_per_trigger="400",
@@ -111,16 +112,16 @@ def test_the_s3_server_killed_while_the_job_writes_its_checkpoint_costs_nothing(
 
 
 @pytest.mark.timeout(3600)
-def test_the_chaos_smoke_profile_on_the_cluster(kafka, tmp_path):
+def test_the_chaos_smoke_profile_on_the_cluster(kafka, spark_cluster, s3_server, tmp_path):
     """chaos --cluster: three fault points (the crash test above fires every one on the cluster), a
     Spark worker killed with its executor, the S3 server and the broker killed and restarted,
-    while the input arrives; then the independent read_committed check. It runs its own cluster
-    and S3 server, as `chaos --cluster` does."""
+    while the input arrives; then the independent read_committed check. It runs on the suite's
+    cluster and S3 server (chaos.run's `cluster`), which `chaos --cluster` starts of its own."""
     parser = argparse.ArgumentParser()
     chaos.add_arguments(parser)
     args = parser.parse_args(["--profile", "smoke", "--seed", "1", "--cluster", "--workdir", str(tmp_path)])
     out = io.StringIO()
-    code = chaos.run(args, kafka=kafka, out=out)
+    code = chaos.run(args, kafka=kafka, out=out, cluster=(spark_cluster, s3_server))
     output = out.getvalue()
     print(output)
     verdict = chaos.VERDICT_LINE.match(output.strip().splitlines()[-1])

@@ -73,9 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "its checkpoint on a local S3 server; also kill Spark workers and the S3 server")
 
 
-def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) -> int:
+def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None, cluster: Any = None) -> int:
     """Run the chaos profile; `kafka` is a KafkaHandle to use (the tests pass theirs), else one
-    is provided for the duration of the run. Progress and the verdict go to `out` (stdout).
+    is provided for the duration of the run; likewise, with --cluster, `cluster` is the Spark
+    cluster and S3 server to use (a `(SparkCluster, S3Server)` pair), else the run starts its own.
+    Progress and the verdict go to `out` (stdout).
     Several runs may share a broker and a process (the tests run both guarantees side by side):
     a broker restart then never overlaps another run's topic creation or verification."""
     from .disruptions import ClusterSetup
@@ -89,7 +91,9 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) 
     say(f"seed={seed} profile={args.profile} guarantee={args.guarantee} workdir={workdir}"
         + (" cluster=standalone+s3" if getattr(args, "cluster", False) else ""))
     with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(ClusterSetup.started(workdir, say)) if getattr(args, "cluster", False) else None
+        setup = None
+        if getattr(args, "cluster", False):
+            setup = ClusterSetup.on(*cluster) if cluster else stack.enter_context(ClusterSetup.started(workdir, say))
         if kafka is None:
             from ..kafka_local import provide_kafka, provide_kafka_cluster
 
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None) 
             kafka = stack.enter_context(provide_kafka_cluster(broker_dir, brokers, args.kafka_provider) if brokers > 1
                                         else provide_kafka(broker_dir, provider=args.kafka_provider))
             say(kafka.describe())
-        return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say, cluster).run()
+        return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say, setup).run()
 
 
 __all__ = ["GUARANTEES", "PROFILES", "VERDICT_LINE", "add_arguments", "run"]

@@ -153,30 +153,45 @@ class ClusterSetup:
     @classmethod
     @contextlib.contextmanager
     def started(cls, workdir: Path, say: Callable[[str], None]) -> Iterator[ClusterSetup]:
+        """A cluster and an S3 server of the run's own, stopped after it."""
         from ..s3_local import S3Server
-        from ..spark_cluster import SparkCluster, s3a_classpath
+        from ..spark_cluster import SparkCluster
 
-        script = Path(__file__).resolve().parents[4] / "deploy" / "spark-submit.sh"
-        if not script.exists():
-            raise SystemExit(f"chaos --cluster submits the job with {script}, which is missing: run it from the "
-                             "project (an editable install) rendered with the deployment files")
+        cls.submit_script_or_exit()
         s3 = S3Server(workdir / "s3")
         say(f"cluster: S3Proxy at {s3.endpoint}, up in {s3.start():.1f}s")
         try:
             spark = SparkCluster(workdir / "spark-cluster", workers=2)
             say(f"cluster: Spark standalone at {spark.url} (a master and 2 workers), up in {spark.start():.1f}s")
             try:
-                bucket = f"chaos-{uuid.uuid4().hex[:12]}"
-                s3.client().create_bucket(Bucket=bucket)
-                setup = cls(spark, s3, bucket, script, s3a_classpath())
-                from {{ cookiecutter.package_name }}.storage import object_store
-
-                object_store.use_in_this_process(setup.s3_settings(secret=s3.secret_key))  # reads the checkpoint
-                yield setup
+                yield cls.on(spark, s3)
             finally:
                 spark.stop()
         finally:
             s3.stop()
+
+    @classmethod
+    def on(cls, spark: Any, s3: Any) -> ClusterSetup:
+        """The run on a running cluster and S3 server (the tests' own), in a bucket of its own.
+        The run kills and restarts a worker and the S3 server: both must be the tools' own
+        (SparkCluster, S3Server), started by this process."""
+        from ..spark_cluster import s3a_classpath
+
+        bucket = f"chaos-{uuid.uuid4().hex[:12]}"
+        s3.client().create_bucket(Bucket=bucket)
+        setup = cls(spark, s3, bucket, cls.submit_script_or_exit(), s3a_classpath())
+        from {{ cookiecutter.package_name }}.storage import object_store
+
+        object_store.use_in_this_process(setup.s3_settings(secret=s3.secret_key))  # reads the checkpoint
+        return setup
+
+    @staticmethod
+    def submit_script_or_exit() -> Path:
+        script = Path(__file__).resolve().parents[4] / "deploy" / "spark-submit.sh"
+        if not script.exists():
+            raise SystemExit(f"chaos --cluster submits the job with {script}, which is missing: run it from the "
+                             "project (an editable install) rendered with the deployment files")
+        return script
 
     def s3_settings(self, secret: str) -> dict[str, str]:
         return {"endpoint": self.s3.endpoint, "region": self.s3.region, "access_key_id": self.s3.access_key,
