@@ -49,4 +49,3 @@ def cluster_job(job: JobUnderTest, spark_cluster: SparkCluster, s3_server: S3Ser
                         "HADOOP_AWS_CLASSPATH": s3a_jars,
                         "SPARK_SUBMIT_ARGS": submit_args(executors=1)}
     return job
-
