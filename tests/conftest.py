@@ -104,8 +104,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def rendered_lanes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lanes | None]:
     """The rendered project's suites (rendered_lanes.py), started before the first test when
-    their judge is among the tests run (None otherwise): they take ~35 minutes on 2 cores, with
-    ~15% of the cores idle, where the template's own tests take ~8 minutes alone. Stopped at
+    their judge is among the tests run (None otherwise): they take most of CI's time, the
+    template's own tests a fraction of it (docs/testing.md, "Where CI's time goes"). Stopped at
     the end of the session if still running (their judge failed or was interrupted)."""
     if not any(map(is_suites_judge, request.session.items)):
         yield None

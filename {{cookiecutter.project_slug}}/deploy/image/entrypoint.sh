@@ -2,7 +2,7 @@
 # The image's entry point. Spark on Kubernetes starts its pods with a first argument of `driver`
 # or `executor` and describes the rest in SPARK_* variables (Spark's "running on Kubernetes"
 # guide, custom images); any other command runs as given, e.g. the probe's
-# `python -m {{ cookiecutter.package_name }} status --check --max-batch-age 300`.
+# `python3 -m {{ cookiecutter.package_name }} status --config /etc/{{ cookiecutter.project_slug }}/job.toml --check ...`.
 set -euo pipefail
 
 # Spark's configuration directory (mounted by Spark at SPARK_CONF_DIR), then Spark's own jars.

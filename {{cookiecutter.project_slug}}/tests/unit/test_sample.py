@@ -8,7 +8,7 @@ import json
 import pytest
 
 from {{ cookiecutter.package_name }}_tools.sample import (
-    COLORS,
+    SAMPLE_KEYS,
     make_events,
     malformed_values,
     sample_keys,
@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}_tools.sample import (
 
 def test_sample_keys_add_the_filters_literals_of_the_keys_type() -> None:
     assert sample_keys("string", "kind NOT IN ('test', 'it''s')")[-2:] == ["test", "it's"]
-    assert sample_keys("string", "color != 'orange'") == COLORS  # already there
+    assert sample_keys("string", f"key != '{SAMPLE_KEYS[3]}'") == SAMPLE_KEYS  # already there
     assert sample_keys("int", "size > 12 AND size != 3") == [*range(1, 9), 12]
 
 

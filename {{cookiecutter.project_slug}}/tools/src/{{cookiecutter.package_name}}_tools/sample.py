@@ -23,7 +23,12 @@ if TYPE_CHECKING:
 
     from {{ cookiecutter.package_name }}.config import JobConfig
 
-COLORS = ["red", "green", "blue", "orange", "yellow", "purple", "black", "white"]
+# The string keys a sample draws from: values of the key field's own kind.
+{%- if cookiecutter.key_field == "color" %}
+SAMPLE_KEYS = ["red", "green", "blue", "orange", "yellow", "purple", "black", "white"]
+{%- else %}
+SAMPLE_KEYS = [f"{{ cookiecutter.key_field }}-{n}" for n in range(1, 9)]
+{%- endif %}
 
 
 def malformed_values(key_field: str) -> list[bytes]:
@@ -46,7 +51,7 @@ Event = dict[str, object]
 # Which of these events the job's filter keeps, one flag per event.
 Keep = Callable[[list[Event]], list[bool]]
 # Key values per key type; a sample also uses every literal of the filter that fits the type.
-_KEYS: dict[str, list[object]] = {"string": list(COLORS), "int": list(range(1, 9)),
+_KEYS: dict[str, list[object]] = {"string": list(SAMPLE_KEYS), "int": list(range(1, 9)),
                                   "float": [0.5, 1.5, 2.5, 4.0], "bool": [True, False]}
 
 

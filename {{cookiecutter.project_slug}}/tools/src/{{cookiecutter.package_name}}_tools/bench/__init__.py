@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="backlog runs per contender, every other round in reverse order (default 3)")
     parser.add_argument("--partitions", type=int, default=8, help="input partitions (default 8)")
-    parser.add_argument("--keys", type=int, default=8, help="distinct keys (default 8: sample.py's colours)")
+    parser.add_argument("--keys", type=int, default=8, help="distinct keys (default 8: sample.py's SAMPLE_KEYS)")
     parser.add_argument("--rate", type=float, default=500.0, help="events/s of the latency phase (default 500)")
     parser.add_argument("--latency-rounds", type=int, default=1,
                         help="rounds that measure latency too (default 1; at most --rounds): its p50 and p99 are "
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--commit-shards", type=int, default=1, help="commit_shards of the eos contender")
     parser.add_argument("--publish-from", choices=("auto", "tasks", "driver"), default="auto",
                         help="publish_from of the eos contender (default auto; `driver` publishes every batch from "
-                             "the driver, as the sink did before its publishing tasks)")
+                             "the driver)")
     parser.add_argument("--plain-commit-ms", type=float, default=100.0,
                         help="transaction interval of the plain loop (default 100, Kafka Streams' EOS default)")
     parser.add_argument("--commit-rows", type=int, default=10_000, help="output rows per microbenchmark batch")

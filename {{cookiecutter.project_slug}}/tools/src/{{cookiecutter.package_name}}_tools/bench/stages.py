@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ..kafka_io import create_topics
     from ..kafka_local import provide_kafka
-    from ..sample import COLORS{% if cookiecutter.query == "windowed-count" %}, event_times{% endif %}, keep_all, make_events, produce
+    from ..sample import SAMPLE_KEYS{% if cookiecutter.query == "windowed-count" %}, event_times{% endif %}, keep_all, make_events, produce
 
     results: dict[str, list[list[dict]]] = {variant: [] for variant in variants}
     with tempfile.TemporaryDirectory(prefix="stages-") as scratch, provide_kafka(Path(scratch)) as kafka:
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         create_topics(kafka.bootstrap_servers, {topic: args.partitions, f"{topic}-out": 2, f"{topic}-dead": 1})
         config = JobConfig()  # only times are measured: the expected counts are not needed
         sample = make_events(args.events, 7, config.schema, config.key_field, keep_all,
-                             malformed_rate=args.malformed_rate, keys=list(COLORS)
+                             malformed_rate=args.malformed_rate, keys=list(SAMPLE_KEYS)
                              {%- if cookiecutter.query == "windowed-count" %}, event_times=event_times(config){% endif %})
         produce(kafka.bootstrap_servers, topic, sample.values, partitions=args.partitions)
         print(f"stages: {args.events} events ({sample.malformed} malformed) over {args.partitions} partitions, "

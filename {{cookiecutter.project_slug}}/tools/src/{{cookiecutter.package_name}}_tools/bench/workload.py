@@ -18,7 +18,7 @@ from {{ cookiecutter.package_name }}.config import JobConfig
 {%- endif %}
 
 from ..kafka_io import create_topics, delete_topics, produce
-from ..sample import COLORS
+from ..sample import SAMPLE_KEYS
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class Keys:
 
     @classmethod
     def of(cls, count: int) -> Keys:
-        if count == len(COLORS):
-            return cls(list(COLORS), "orange", skewed=True)
+        if count == len(SAMPLE_KEYS):
+            return cls(list(SAMPLE_KEYS), SAMPLE_KEYS[3], skewed=True)
         values = [f"k{i:07d}" for i in range(count)]
         return cls(values, values[3] if count > 3 else None, skewed=False)
 
@@ -149,7 +149,7 @@ def warm_broker(bootstrap: str, partitions: int, count: int) -> float:
     started = time.monotonic()
     create_topics(bootstrap, {topic: partitions})
     try:
-        produce_backlog(bootstrap, topic, partitions, EventStream(Keys.of(len(COLORS)), "key", seed=0), count)
+        produce_backlog(bootstrap, topic, partitions, EventStream(Keys.of(len(SAMPLE_KEYS)), "key", seed=0), count)
         read = len(read_topic(bootstrap, topic, timeout=600))
         if read != count:
             raise RuntimeError(f"broker warm-up: read {read} of {count} events back")

@@ -68,9 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="3: a local three-broker cluster (replication 3, min.insync.replicas=2), "
                              "its nodes containers or processes as --kafka-provider says, one broker killed "
                              "at a time (default 1)")
+{%- if cookiecutter.include_deployment == "yes" %}
     parser.add_argument("--cluster", action="store_true",
                         help="run the job on a local Spark standalone cluster through deploy/spark-submit.sh, "
                              "its checkpoint on a local S3 server; also kill Spark workers and the S3 server")
+{%- else %}
+    parser.set_defaults(cluster=False)  # the cluster profile submits through deploy/, which this project has not
+{%- endif %}
 
 
 def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None, cluster: Any = None) -> int:

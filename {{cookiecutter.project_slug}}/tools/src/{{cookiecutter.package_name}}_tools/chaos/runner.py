@@ -363,10 +363,10 @@ class Chaos:
 
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
-        from ..sample import COLORS{% if cookiecutter.query == "windowed-count" %}, event_times{% endif %}, make_events
+        from ..sample import SAMPLE_KEYS{% if cookiecutter.query == "windowed-count" %}, event_times{% endif %}, make_events
 
         profile = self.profile
-        keys = COLORS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(COLORS)))]
+        keys = SAMPLE_KEYS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(SAMPLE_KEYS)))]
         schema = self.query.schema
 
         def keep(events: list[dict]) -> list[bool]:  # the run's own filter (settings())
