@@ -51,8 +51,9 @@ TABLE_OPTIONS = ("kafka", "s3", "spark")
 
 
 def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
-    """A JobConfig field with what it means (`doc`), which the configuration reference in the
-    README shows beside its type, rule, default and environment variable (the tools' reference.py)."""
+    """A JobConfig field with what it means (`doc`), which the configuration reference in
+    docs/configuration.md shows beside its type, rule, default and environment variable (the
+    tools' reference.py)."""
     return field(default=default, default_factory=factory, metadata={"doc": doc})
 
 
@@ -89,7 +90,7 @@ class JobConfig:
                                     doc="event fields and types; other fields are ignored")
 {%- endif %}
     key_field: str = option("{{ cookiecutter.key_field }}", "the field the query keys its output by")
-    filter: str = option({{ cookiecutter.filter_expression | tojson }},
+    filter: str = option("{{ cookiecutter.filter_expression | replace('\\', '\\\\') | replace('"', '\\"') }}",
                          "Spark SQL condition; the query takes only the events that match")
     max_record_bytes: int = option(65536, "larger values are dead letters")
 
@@ -102,7 +103,8 @@ class JobConfig:
     transactional_id_prefix: str = option("{{ cookiecutter.transactional_id_prefix }}",
                                           "transactional id = `<prefix>-<sink_id>-<shard>`")
     commit_shards: int = option(1, "commit shards phase 2 spreads a batch over: one Kafka transaction each, "
-                                   "published by one Spark task each; fixed by the checkpoint (docs/guarantee.md, 6)")
+                                   "published by one Spark task each; fixed by the checkpoint (README: Limits of "
+                                   "the guarantee)")
     commit_timeout_seconds: float = option(
         60.0, "time-out of each Kafka transaction call; a transaction gets 3 of them in all (produce, flush, commit "
         "retries) and `transaction.timeout.ms` = 4 × this")
@@ -111,12 +113,12 @@ class JobConfig:
         "driver's producers, unless the batch exceeds `spark.driver.maxResultSize`), or `auto`: the driver for a "
         "batch expected to have at most 65,536 records and 8 MiB (its input records times the previous batch's "
         "records per input record, one for a run's first batch, and at least the previous batch's records), "
-        "Spark tasks otherwise (docs/guarantee.md, 2)")
+        "Spark tasks otherwise (docs/guarantee.md, step 2)")
     on_rerun_mismatch: OnRerunMismatch = option(
         "fail", "a batch re-run after a crash that computes other records than its first attempt, some of whose "
         "commit shards are already published: `fail` stops the job there (nothing more published; the batch would "
         "otherwise come from two computations), `warn` publishes the other shards from this computation and logs "
-        "it (Limits)")
+        "it (README: Limits of the guarantee)")
 
     trigger_interval_seconds: float = option({{ cookiecutter.trigger_interval_seconds }}, "micro-batch interval")
     max_offsets_per_trigger: int = option(200_000, "Spark's `maxOffsetsPerTrigger`: at most this many input "
@@ -126,9 +128,14 @@ class JobConfig:
         "\"1\": -2}}` (-2 earliest, -1 latest); used only by a new checkpoint")
     fail_on_data_loss: bool = option(True, "fail when unread input was deleted by retention; false skips ahead")
     state_ttl_seconds: int = option(
+{%- if cookiecutter.query == "count-by-key" %}
         {{ cookiecutter.state_ttl_seconds }}, "forget a key idle this long (0: never). Above 0 the answer runs in "
-        "transformWithStateInPandas, which calls Python once per changed key and batch: for up to a few thousand "
-        "changed keys per batch. Fixed by the checkpoint (a different operator)")
+        "transformWithStateInPandas, which calls Python once per changed key and batch. Fixed by the checkpoint (a "
+        "different operator; a savepoint changes it)")
+{%- else %}
+        {{ cookiecutter.state_ttl_seconds }}, "0 only: a state TTL expires a key's answer, which this query does not "
+        "keep; above 0 is refused at start")
+{%- endif %}
 {%- if cookiecutter.query == "windowed-count" %}
     event_time_field: str = option("{{ cookiecutter.event_time_field }}",
                                    "the field with an event's time, an `int` of `[schema]` in epoch milliseconds; an "
@@ -144,24 +151,26 @@ class JobConfig:
     spark_master: str = option("local[2]", "Spark master")
 
     log_format: LogFormat = option("text", "`json`: every line of the job's log and of Spark's is a JSON object "
-                                           "(Logs, below); `text`: for people")
+                                           "(docs/operations.md, Logs); `text`: for people")
     ui_port: int = option(
         4040, "the Spark UI (its Structured Streaming tab) and Spark's metrics in Prometheus format at "
         "`/metrics/prometheus` (the executors' at `/metrics/executors/prometheus`); 0 = off. If the port is taken, "
         "Spark takes the next free one (its log says which)")
     metrics_port: int = option(9464, "the sink's metrics in Prometheus format at "
-                                     "`http://<metrics_host>:<port>/metrics` (Metrics, below); 0 = off; a port in use "
-                                     "fails the start")
-    metrics_host: str = option("0.0.0.0", "the address the sink's metrics are served on")
+                                     "`http://<metrics_host>:<port>/metrics` (docs/operations.md, Metrics); 0 = off; "
+                                     "a port in use fails the start")
+    metrics_host: str = option("0.0.0.0", "the address the sink's metrics are served on; `0.0.0.0`: every address, "
+                                          "without authentication")
 
     kafka_outage_tolerance_seconds: float = option(
-        120.0, "how long Kafka may be unreachable before the restart strategy counts a failure (Kafka outages, "
-        "below), also at start-up when the checkpoint exists; 0 = every failure counts")
+        120.0, "how long Kafka may be unreachable before the restart strategy counts a failure (docs/operations.md, "
+        "Kafka outages), also at start-up when the checkpoint exists; 0 = every failure counts")
     foreign_transaction_tolerance_seconds: float = option(
         1200.0, "how long a batch waits for another producer's transaction left open on the marker topic (which "
         "hides the markers committed after it) before it fails; the broker aborts such a transaction within its "
-        "`transaction.timeout.ms` (docs/guarantee.md, 4)")
-    restart_strategy: RestartStrategyKind = option("fixed-delay", "what a failed query does (Kafka outages, below)")
+        "`transaction.timeout.ms` (docs/guarantee.md, step 4)")
+    restart_strategy: RestartStrategyKind = option("fixed-delay", "what a failed query does (docs/operations.md, "
+                                                                  "Kafka outages)")
     restart_attempts: int = option(3, "restarts allowed (`failure-rate`: failures per interval)")
     restart_delay_seconds: float = option(5.0, "delay before a restart; `exponential-backoff` doubles it")
     restart_max_delay_seconds: float = option(60.0, "the most `exponential-backoff` waits")
@@ -463,7 +472,7 @@ JOB_OWNED_SPARK_SETTINGS = {
 
 def option_rules() -> dict[str, list[str]]:
     """What each option must be, in words, made from what the checks above and preflight enforce
-    (the README's configuration table shows them)."""
+    (docs/configuration.md's table shows them)."""
     rules: dict[str, list[str]] = {name: [] for name in option_names()}
     for option in TOPIC_OPTIONS:
         rules[option] += ["a Kafka topic name: 1 to 249 of `a-z A-Z 0-9 . _ -`, not `.` or `..`",

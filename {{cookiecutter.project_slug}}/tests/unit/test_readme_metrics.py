@@ -1,4 +1,4 @@
-"""The README's table of the sink's metrics is held to the registry the job serves: every series
+"""docs/operations.md's table of the sink's metrics is held to the registry the job serves: every series
 has its row, with its type and its labels past `sink_id`, and every row names a series. A metric
 added, renamed or given another label without its row fails here."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }}.observability import metrics
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-HEADER = "| metric | type | what |\n  | --- | --- | --- |\n"
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+HEADER = "| metric | type | what |\n| --- | --- | --- |\n"
 
 
 def rows() -> dict[str, tuple[str, frozenset[str]]]:
     """Per row: the exposed name (with a counter's `_total`), the type, the labels the row shows."""
-    lines = README.read_text().split(HEADER, 1)[1].split("\n\n", 1)[0].splitlines()
+    lines = OPERATIONS.read_text().split(HEADER, 1)[1].split("\n\n", 1)[0].splitlines()
     table = {}
     for line in lines:
         metric, kind, _what = line.strip().strip("|").split(" | ", 2)
@@ -42,7 +42,7 @@ def served() -> dict[str, tuple[str, frozenset[str]]]:
 def test_every_series_the_job_serves_has_its_row_and_every_row_a_series() -> None:
     table, code = rows(), served()
     assert code, "no series found in observability/metrics.py"
-    assert sorted(set(code) - set(table)) == [], "series without a row in the README's metrics table"
-    assert sorted(set(table) - set(code)) == [], "rows of the README's metrics table that name no series"
+    assert sorted(set(code) - set(table)) == [], "series without a row in docs/operations.md's metrics table"
+    assert sorted(set(table) - set(code)) == [], "rows of docs/operations.md's metrics table that name no series"
     differing = {name: (table[name], code[name]) for name in code if table[name] != code[name]}
-    assert not differing, f"rows whose type or labels are not the code's (README, code): {differing}"
+    assert not differing, f"rows whose type or labels are not the code's (docs, code): {differing}"

@@ -1,4 +1,4 @@
-"""The README's Troubleshooting table is held to the code. Every line the job can stop with (and
+"""docs/troubleshooting.md's table is held to the code. Every line the job can stop with (and
 every `query failed` line a restart follows) is made here by the code that prints it: the CLI's
 run_command, the runner's endings, the restart strategy, the start-up checks, the heartbeat, each
 given "..." for a message. Each failure has a row that shows one of its lines, found by the part
@@ -37,7 +37,7 @@ from {{ cookiecutter.package_name }}.supervision.heartbeat import Heartbeat
 
 from test_failures import exception_classes
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TROUBLESHOOTING = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 PACKAGE = Path({{ cookiecutter.package_name }}.__file__).parent
 HEADER = "\n| the line starts with | what it means | what to do |\n| --- | --- | --- |\n"
 MESSAGE = "..."  # a message, in the rows and in the lines made here
@@ -65,7 +65,7 @@ class Row:
 
 
 def rows() -> list[Row]:
-    body = README.read_text().split("## Troubleshooting", 1)[1].split(HEADER, 1)[1].split("\n\n", 1)[0]
+    body = TROUBLESHOOTING.read_text().split(HEADER, 1)[1].split("\n\n", 1)[0]
     parsed = []
     for row in body.splitlines():
         first = row.strip().strip("|").split(" | ", 1)[0]
@@ -332,7 +332,7 @@ def test_every_line_the_job_stops_with_has_a_row(lines: dict[str, list[Line]]) -
     assert not {what: texts for what, texts in unfixed.items() if texts}, "lines no row can be found by"
     missing = {what: [f"{line.text} (exit {line.exit})" for line in found]
                for what, found in lines.items() if not any(shows(row, line) for row in table for line in found)}
-    assert not missing, f"failures without a row in the README's Troubleshooting table: {missing}"
+    assert not missing, f"failures without a row in docs/troubleshooting.md: {missing}"
 
 
 def test_every_row_shows_what_the_code_prints(lines: dict[str, list[Line]], option_lines: list[Line]) -> None:

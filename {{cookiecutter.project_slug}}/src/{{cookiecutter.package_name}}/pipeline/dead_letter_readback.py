@@ -9,7 +9,7 @@ expressions, which gives the same dead letters on every run of the batch. They j
 batch's records before phase 2: same Kafka transaction as the counts.
 
 A batch without dead letters reads nothing again; one with dead letters in P reads P's range
-twice (the README's Limits give the cost).
+twice (docs/guarantee.md gives the cost, with the command that measures it).
 """
 
 from __future__ import annotations

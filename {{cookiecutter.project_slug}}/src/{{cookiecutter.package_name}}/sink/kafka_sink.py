@@ -215,14 +215,14 @@ class Placement:
     A batch sent to the tasks whose records, once computed, are as few (`small`: a first batch
     that counts many events of few keys) goes back to the driver, from the executors' cache.
 
-    The bound is measured: a publishing job has a fixed cost per batch that more executors do not
-    shrink (scheduling the job, each task's producer start and `init_transactions`, its marker
-    read: 0.25-0.35 s on 2 cores), while the driver's producers, kept from batch to batch, produce
-    about 500,000 records/s. `color-counts-tools bench --contenders eos,spark_kafka_job --no-recovery`
-    in a stateless rendering (batches of 50,000 records): phase 2
-    0.33 s from tasks against 0.09 s from the driver, and the whole job 1.3x Spark's own sink from
-    the driver against 0.8x from tasks. Past ~100,000 records the tasks' parallel publishing wins
-    on a cluster; the bound stays below that, where the driver wins on any number of executors."""
+    Why the bound: a publishing job has a fixed cost per batch that more executors do not shrink
+    (scheduling the job, each task's producer start and `init_transactions`, its marker read),
+    while the driver's producers, kept from batch to batch, publish a batch of this size sooner
+    than that cost. Somewhat past the bound, the tasks' parallel publishing wins on a cluster; the
+    bound stays below that, where the driver wins on any number of executors. The batch lines
+    (phase 1, phase 2) of this command in a stateless rendering, with `--publish-from tasks` and
+    then `driver`, measure both places:
+    `{{ cookiecutter.project_slug }}-tools bench --contenders eos,spark_kafka_job --no-recovery`"""
 
     DRIVER_MAX_ROWS = 65_536
     DRIVER_MAX_BYTES = 8 << 20

@@ -118,9 +118,10 @@ def ready(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 class WorkerWarmUp:
     """Starts Python workers for the publishing tasks while phase 1 runs. The first publishing
     job of a run otherwise pays a worker's start in its critical path (process, PySpark, pyarrow,
-    this module and the client: ~1 s of phase 2's 4.3 s for a batch of a million records on 2
-    cores). Spark keeps an idle worker for a minute (PythonWorkerFactory), so the warm-up runs
-    again only after that long without a publishing job. It is a small job of one task per shard,
+    this module and the client), a large share of phase 2 even for a batch of a million records
+    on a small host (phase 2's time is in each batch's log line). Spark keeps an idle worker for
+    a minute (PythonWorkerFactory), so the warm-up runs again only after that long without a
+    publishing job. It is a small job of one task per shard,
     started just before phase 1's job: Spark's FIFO scheduler runs it first, a core per task. On a
     cluster it warms the executors its tasks land on, which may not be the publishing tasks'."""
 

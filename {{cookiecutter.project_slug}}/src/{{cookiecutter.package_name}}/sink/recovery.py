@@ -128,8 +128,8 @@ def decide(batch_id: int, figures: BatchFigures, previous: LogEntry | None, befo
 def rerun_mismatch(first: LogEntry, rerun: BatchFigures) -> tuple[int, ...]:
     """A re-run of batch N computes from the same offsets and state, so a deterministic query
     gives the same records: the shards whose row count or digest differ from the first attempt's.
-    An entry of the first layout (sink_log.DIGESTS_WITH_BATCH_ID) hashed values with their batch id,
-    which this version stamps after hashing: its re-run is compared by row count alone."""
+    An entry of layout 1 (sink_log.DIGESTS_WITH_BATCH_ID) holds digests of values with their batch
+    id, which the sink stamps after hashing: a re-run against one is compared by row count alone."""
     comparable = first.format != DIGESTS_WITH_BATCH_ID
     first_figures = list(zip(first.records_per_shard, first.digests_per_shard, strict=True))
 

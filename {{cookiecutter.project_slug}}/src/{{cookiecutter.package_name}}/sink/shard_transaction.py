@@ -36,7 +36,7 @@ Chunks = Callable[[], Iterator[pa.RecordBatch]]
 
 # The loop every record takes calls the client's produce(topic, value, key, partition, callback,
 # on_delivery, timestamp, headers) with its arguments by position: a keyword argument costs the
-# client's argument parsing a lookup per call, a measurable part of a loop of ~1 µs per record.
+# client's argument parsing a lookup per call, a measurable part of a loop this short per record.
 # The partitioner's choice, no callback (a failed delivery fails the commit), the current time.
 ANY_PARTITION, NO_CALLBACK, NOW = -1, None, 0
 

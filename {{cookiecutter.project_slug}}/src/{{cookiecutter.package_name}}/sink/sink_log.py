@@ -22,8 +22,9 @@ def sink_dir(sink_id: str) -> str:
 
 
 # The entry's layout; a reader refuses an entry of a version it does not know. Version 1 is
-# version 2 but for its digests, which hashed each value with its batch id (the sink now stamps
-# the batch id after hashing: batch_records.with_batch_id); recovery.rerun_mismatch knows it.
+# version 2 but for its digests, which hash each value with its batch id (version 2's leave it
+# out: the sink stamps the batch id after hashing, batch_records.with_batch_id);
+# recovery.rerun_mismatch compares a re-run against a version 1 entry by row count alone.
 LOG_FORMAT = 2
 DIGESTS_WITH_BATCH_ID = 1
 

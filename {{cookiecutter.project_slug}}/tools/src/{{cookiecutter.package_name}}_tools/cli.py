@@ -157,9 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "where a start and a restart after SIGKILL go, next to Spark's own pipeline")
     importlib.import_module(".bench.startup", __package__).add_arguments(startup)
     reference = command("reference", _reference, "print a reference written from the code: the command line "
-                        "(docs/cli.md) from the parsers, or the README's configuration table from JobConfig")
+                        "(docs/cli.md) from the parsers, or docs/configuration.md's table from JobConfig")
     reference.add_argument("of", nargs="?", choices=("cli", "config"), default="cli",
-                           help="cli: docs/cli.md; config: the table under the README's Configure")
+                           help="cli: docs/cli.md; config: docs/configuration.md's table")
     kafka = command("kafka", _kafka, "start or stop a local Kafka: one broker, or a cluster of three")
     kafka.add_argument("action", choices=["up", "down"], help="start (printing the address), or stop")
     kafka.add_argument("--brokers", type=int, default=1,

@@ -1,7 +1,7 @@
 """The references written from the code itself, which unit tests hold the documents to, so they
 cannot drift from it: the command line (docs/cli.md), from the two parsers (every command of the
-job and of its tools, each argument with its default, choices and help); the configuration (the
-README's table), from JobConfig (every option with its type, rules, default, environment
+job and of its tools, each argument with its default, choices and help); the configuration
+(docs/configuration.md), from JobConfig (every option with its type, rules, default, environment
 variable and meaning)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ HEADER = """# Command-line reference
 
 Generated from the parsers by `.venv/bin/{{ cookiecutter.project_slug }}-tools reference > docs/cli.md`; \
 `tests/unit/test_cli_reference.py` fails when it is out of date.
-`--config` and `--set` take the job file and the options the README's Configure section lists;
+`--config` and `--set` take the job file and the options docs/configuration.md lists;
 any command's `--help` prints what its section says.
 
 Environment: `LOG_LEVEL` (`INFO`; `DEBUG` adds Spark's and py4j's stack traces),
@@ -74,7 +74,7 @@ CONFIG_HEADER = "| option | type, rules | default | environment | meaning |\n| -
 
 
 def config_table() -> str:
-    """The README's configuration table: a row per JobConfig option."""
+    """docs/configuration.md's table: a row per JobConfig option."""
     from {{ cookiecutter.package_name }}.config import ENV_PREFIX, JobConfig, option_rules
 
     defaults, rules = JobConfig(), option_rules()
