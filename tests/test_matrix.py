@@ -147,7 +147,9 @@ def test_rendering_is_complete_and_clean(cell: str, renderings: dict[str, Path])
         driver = manifest["spec"]["driver"]
         probe = driver["template"]["spec"]["containers"][0]["livenessProbe"]["exec"]["command"]
         package = next((project / "src").glob("*/observability/metrics.py")).parent.parent
-        assert probe[1:5] == ["-m", package.name, "status", "--check"]
+        # The probe reads the job's own file, the one the arguments give (the image holds another).
+        assert probe[1:6] == ["-m", package.name, "status", *manifest["spec"]["arguments"][1:]]
+        assert "--check" in probe
         metrics_code = (package / "observability" / "metrics.py").read_text()
         assert driver["ports"][0]["containerPort"] == 9464
         assert "metrics_port: int = option(9464," in (package / "config.py").read_text()

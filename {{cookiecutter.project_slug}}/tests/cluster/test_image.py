@@ -55,9 +55,10 @@ def in_image(image: JobImage, *command: str) -> str:
 
 
 def test_the_image_holds_the_job_and_runs_it_unprivileged(image):
-    assert in_image(image, "python", "-m", "{{ cookiecutter.package_name }}", "--version") == f"{{ cookiecutter.package_name }} {__version__}"
+    package = "{{ cookiecutter.package_name }}"
+    assert in_image(image, "python", "-m", package, "--version") == f"{package} {__version__}"
     assert in_image(image, "id", "-u") == "185"  # Spark's images' user, not root
-    config = in_image(image, "python", "-m", "{{ cookiecutter.package_name }}", "config", "--config", f"{APP}/job.toml")
+    config = in_image(image, "python", "-m", package, "config", "--config", f"{APP}/job.toml")
     assert '"delivery_guarantee"' in config
 
 

@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         config = JobConfig()  # only times are measured: the expected counts are not needed
         sample = make_events(args.events, 7, config.schema, config.key_field, keep_all,
                              malformed_rate=args.malformed_rate, keys=list(SAMPLE_KEYS)
-                             {%- if cookiecutter.query == "windowed-count" %}, event_times=event_times(config){% endif %})
+                             {%- if cookiecutter.query == "windowed-count" %},
+                             event_times=event_times(config){% endif %})
         produce(kafka.bootstrap_servers, topic, sample.values, partitions=args.partitions)
         print(f"stages: {args.events} events ({sample.malformed} malformed) over {args.partitions} partitions, "
               f"at most {args.max_per_batch} per batch, {args.rounds} round(s)", flush=True)
