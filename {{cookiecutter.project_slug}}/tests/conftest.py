@@ -23,6 +23,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import (
 )
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
+from {{ cookiecutter.package_name }}_tools.schema_registry import RegistryUnavailable, SchemaRegistry
 
 from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce, serving, started_twice
 
@@ -78,6 +79,16 @@ def s3_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     yield from serving(request, S3Server(tmp_path_factory.mktemp("s3"), jvm_options=TEST_JVM_OPTIONS), S3Unavailable,
                        "this test needs a real S3 server",
                        lambda server, seconds: f"s3: S3Proxy at {server.endpoint}, up in {seconds:.1f}s")
+
+
+@pytest.fixture(scope="session")
+def schema_registry(request: pytest.FixtureRequest,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistry]:
+    """A real schema registry (Apicurio, the tools' schema_registry), one per session, for the tests
+    that ask for one."""
+    yield from serving(request, SchemaRegistry(tmp_path_factory.mktemp("registry"), jvm_options=TEST_JVM_OPTIONS),
+                       RegistryUnavailable, "this test needs a real schema registry",
+                       lambda registry, seconds: f"schema registry: Apicurio at {registry.url}, up in {seconds:.1f}s")
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -30,6 +31,14 @@ def require(tool: str, package: str, error: Callable[[str], Exception], needed_b
     return path
 
 
+@contextmanager
+def locked(target: Path) -> Iterator[None]:
+    """Hold `target`'s lock file: concurrent first runs wait for one another instead of racing."""
+    with open(target / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def resolve_jars(pom: bytes, name: str, error: Callable[[str], Exception], log=print) -> Path:
     """A directory with the POM's runtime jars, resolved with Maven the first time.
 
@@ -41,8 +50,7 @@ def resolve_jars(pom: bytes, name: str, error: Callable[[str], Exception], log=p
         return jars
     mvn = require("mvn", "maven", error, f"resolving {name}")
     target.mkdir(parents=True, exist_ok=True)
-    with open(target / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(target):
         if (target / "complete").exists():
             return jars
         log(f"{name}: resolving jars with Maven into {jars} (once)")
