@@ -98,7 +98,7 @@ def config_map(directory: Path, settings: dict[str, str]) -> Path:
     return directory
 
 
-def probe(image: JobImage, container: str, command: list[str]) -> subprocess.CompletedProcess:
+def in_container(image: JobImage, container: str, command: list[str]) -> subprocess.CompletedProcess:
     """`command` in the running container, as the kubelet runs an exec probe (the container's user,
     working directory and environment)."""
     return subprocess.run(image.command("exec", container, *command), capture_output=True, text=True, timeout=120)
@@ -138,11 +138,11 @@ def test_the_manifests_driver_counts_exactly_once_and_its_probe_reads_the_job_fi
     try:
         wait_until(lambda: "batch 0:" in log_path.read_text(), 900, "the first batch", interval=2,
                    alive=driver, log_path=log_path)
-        healthy = probe(image, container, pod.probe)
+        healthy = in_container(image, container, pod.probe)
         assert healthy.returncode == 0, f"the liveness probe failed on a running job:\n{healthy.stdout}{healthy.stderr}"
 
         def drained() -> bool:
-            status = probe(image, container, [*pod.probe[:pod.probe.index("--check")], "--json"])
+            status = in_container(image, container, [*pod.probe[:pod.probe.index("--check")], "--json"])
             assert status.returncode == 0, status.stdout + status.stderr
             return json.loads(status.stdout)["lag_total"] == 0
 
