@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -48,6 +48,21 @@ def rendering_env(project: Path, *drop: str) -> dict[str, str]:
 
 def render(output_dir: Path, **answers: str) -> Path:
     return Path(cookiecutter(str(TEMPLATE), no_input=True, output_dir=str(output_dir), extra_context=answers))
+
+
+@pytest.fixture(scope="session")
+def rendered_with(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """The project rendered with these answers (the others the defaults), once per set of answers
+    in a test run, for every test that reads that rendering."""
+    renderings: dict[frozenset[tuple[str, str]], Path] = {}
+
+    def rendering(**answers: str) -> Path:
+        key = frozenset(answers.items())
+        if key not in renderings:
+            renderings[key] = render(tmp_path_factory.mktemp("rendered"), **answers)
+        return renderings[key]
+
+    return rendering
 
 
 @pytest.fixture(scope="session")

@@ -1,16 +1,17 @@
 """Every answer's documents fit the answers: renderings with changed answers hold none of the
 defaults' words where they do not belong. What a team reads (the README, docs/, the deployment
 files, the job file, the Makefile) names its own key field, topics and project; says what its
-delivery guarantee gives; speaks of its own query shape; and names no file or `make` target the
-rendering does not have. One rendering per kind of change, each shared by its tests."""
+delivery guarantee gives; speaks of its own query shape; and names no `make` target the
+rendering does not have (its links and file references: test_documents.py). One rendering per
+kind of change, shared with the other tests that read it (conftest's rendered_with)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import render
 from test_matrix import CUSTOM
 
 # What a team reads, as opposed to code: the words of these are the product's face.
@@ -34,24 +35,24 @@ def occurrences(texts: dict[str, str], pattern: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def renamed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def renamed(rendered_with: Callable[..., Path]) -> Path:
     """Every name changed, at-least-once (the matrix's CUSTOM answers)."""
-    return render(tmp_path_factory.mktemp("renamed"), **CUSTOM)
+    return rendered_with(**CUSTOM)
 
 
 @pytest.fixture(scope="module")
-def stateless(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render(tmp_path_factory.mktemp("stateless"), query="stateless")
+def stateless(rendered_with: Callable[..., Path]) -> Path:
+    return rendered_with(query="stateless")
 
 
 @pytest.fixture(scope="module")
-def windowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render(tmp_path_factory.mktemp("windowed"), query="windowed-count")
+def windowed(rendered_with: Callable[..., Path]) -> Path:
+    return rendered_with(query="windowed-count")
 
 
 @pytest.fixture(scope="module")
-def undeployed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return render(tmp_path_factory.mktemp("undeployed"), include_deployment="no")
+def undeployed(rendered_with: Callable[..., Path]) -> Path:
+    return rendered_with(include_deployment="no")
 
 
 # The defaults' names: project, package, topics, key field and its sample values.
@@ -102,12 +103,6 @@ def test_an_at_least_once_rendering_asks_for_no_transactional_acls(renamed: Path
 def test_a_stateless_rendering_speaks_of_its_own_query(stateless: Path, words: str) -> None:
     found = occurrences(documents(stateless), words)
     assert not found, "a stateless rendering speaks of what it does not do:\n" + "\n".join(found)
-
-
-def test_a_windowed_rendering_links_no_file_it_lacks(windowed: Path) -> None:
-    missing = [f"{name}: {target}" for name, text in documents(windowed).items()
-               for target in re.findall(r"\]\((?![a-z]+:)([^)#\s]+)", text) if not (windowed / Path(name).parent / target).exists()]
-    assert not missing, "links to files the rendering does not have:\n" + "\n".join(missing)
 
 
 def test_a_rendering_without_deployment_names_none_of_it(undeployed: Path) -> None:

@@ -10,15 +10,16 @@
 - docs/example/ holds the default rendering's README and docs/*.md, as the template renders them
   now, and its links stay inside it.
 
-Each answer set is rendered once per test session."""
+Each answer set is rendered once per test run (conftest's rendered_with)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import TEMPLATE, render
+from conftest import TEMPLATE
 
 # The answer sets whose renderings' documents are checked, besides the default's.
 ANSWER_SETS = {
@@ -35,10 +36,8 @@ REFRESH_EXAMPLE = ("rm -rf docs/example /tmp/example && .venv/bin/cookiecutter -
 
 
 @pytest.fixture(scope="session")
-def renderings(rendered_default: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("documents")
-    return {"default": rendered_default,
-            **{name: render(root / name, **answers) for name, answers in ANSWER_SETS.items()}}
+def renderings(rendered_default: Path, rendered_with: Callable[..., Path]) -> dict[str, Path]:
+    return {"default": rendered_default, **{name: rendered_with(**answers) for name, answers in ANSWER_SETS.items()}}
 
 
 def template_documents() -> list[Path]:
@@ -263,9 +262,10 @@ def test_the_rules_read_prose_not_code(tmp_path: Path) -> None:
         "README.md:4: (docs/guarantee.md, 3): its numbered list has 2 items",
     ]
     assert history_words(document, tmp_path) == ["README.md:5: commit hash 1a2b3c4"]
-    line = "Run 2 of this session (issue 12), not a SparkSession; deadbeef is a word, 1234567 a number."
-    document.write_text(line + "\n")
-    assert history_words(document, tmp_path) == [
-        "README.md:1: 'session': ...Run 2 of this session (issue 12), not a SparkSessio...",
-        "README.md:1: 'issue 12': ...Run 2 of this session (issue 12), not a SparkSession; deadbee...",
-    ]
+    # The two words of a story the rule must find, beside a Spark session, a hex word and a number.
+    word, reference = "session", "issue 12"
+    sample = "Run 2 of this {word} ({reference}), not a SparkSession; deadbeef is a word, 1234567 a number."
+    document.write_text(sample.format(word=word, reference=reference) + "\n")
+    expected = ["README.md:1: '{word}': ...Run 2 of this {word} ({reference}), not a SparkSessio...",
+                "README.md:1: '{reference}': ...Run 2 of this {word} ({reference}), not a SparkSession; deadbee..."]
+    assert history_words(document, tmp_path) == [line.format(word=word, reference=reference) for line in expected]
