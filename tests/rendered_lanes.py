@@ -29,7 +29,9 @@ from cpu_accounts import (
 # From `make test` to the cluster lane, so that the lanes end about together (in the CI log of
 # a6692d3, `make test` and the stateless shape's tests with its chaos run took 36:17, the cluster
 # lane 39:03 with the broker-outage test, 1:24, moved too; it is back in `make test` since).
-MOVED = ("tests/chaos", "tests/integration/test_zombie_driver.py")
+MOVED = ("tests/chaos", "tests/integration/test_zombie_driver.py",
+         # The tests of a schema registry: one lane starts it (its own session fixture).
+         "tests/integration/test_schema_registry.py", "tests/integration/test_avro.py")
 # Left out of CI for its time, each proved by other tests that run: the crash with the checkpoint on
 # S3 under local Spark (the cluster suite crashes the job at every point with its checkpoint on S3,
 # and kills the S3 server while it writes); the cluster's chaos smoke run (the cluster suite's

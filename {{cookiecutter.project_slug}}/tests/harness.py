@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 
 import pytest
 
+from {{ cookiecutter.package_name }}.config import JobConfig, load_config
 from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.storage import checkpoint, object_store
@@ -36,6 +37,7 @@ from {{ cookiecutter.package_name }}_tools.readback import (
 )
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.sample import Event, Keep, SampleInput, configured_sample, produce
+from {{ cookiecutter.package_name }}_tools.value_formats import input_values, output_values
 from {{ cookiecutter.package_name }}_tools.verify import Expected, Verdict, judge
 
 # The tests' JVMs compile with C1 alone, as the job's local driver does (session.QUICK_JIT): given
@@ -92,6 +94,10 @@ class JobUnderTest:
             self.bootstrap_servers, topics, self.sink_id, "test", self.guarantee, self.checkpoint_location),
             **self.options}
 
+    def config(self) -> JobConfig:
+        """The job's configuration as its runs get it (their formats: value_formats.py)."""
+        return load_config(None, self.settings(), environ={})
+
     def start(self, fault: str | None = None, fault_batch: int = 0, fault_mode: str = "kill", until_idle: int = 3,
               extra_env: dict[str, str] | None = None, **options: str) -> tuple[subprocess.Popen, Path]:
         """Start the job, to run to the end of its input (or until a fault kills it); returns the
@@ -109,6 +115,17 @@ class JobUnderTest:
             arguments, settings = [*arguments, "--config", str(write_job_file(self.job_file, settings))], {}
         process = start_job(arguments, settings, self.workdir, log_path, env, self.launcher)
         return process, log_path
+
+    @contextlib.contextmanager
+    def running(self, until_idle: int = 3, **options: str) -> Iterator[tuple[subprocess.Popen, Path]]:
+        """The job started (`start`) for the block, which waits for it; whatever of it still runs when
+        the block ends (a failed wait) is SIGKILLed, its whole process group."""
+        process, log_path = self.start(until_idle=until_idle, **options)
+        try:
+            yield process, log_path
+        finally:
+            if process.poll() is None:
+                stop(process, signal.SIGKILL)
 
     def release(self, point: str, batch_id: int) -> None:
         """End the job's pause at `point` in batch `batch_id` (fault mode pause)."""
@@ -136,12 +153,14 @@ class JobUnderTest:
         return report
 
     def published(self, settle: float = SETTLE_SECONDS) -> Published:
-        return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic, settle)
+        return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic, settle,
+                              output_values(self.config()).as_json)
 
     def batch_header_mismatches(self) -> list[str]:
         """The committed counts and dead letters whose `batch_id` header is not their value's."""
-        return [mismatch for topic in (self.output_topic, self.dead_letter_topic)
-                for mismatch in batch_header_mismatches(self.bootstrap_servers, topic)]
+        as_json = output_values(self.config()).as_json
+        return [*batch_header_mismatches(self.bootstrap_servers, self.output_topic, as_json),
+                *batch_header_mismatches(self.bootstrap_servers, self.dead_letter_topic)]
 
     def twin(self) -> JobUnderTest:
         """The same job on the same input, with a checkpoint, sink id, markers and output topics of
@@ -161,7 +180,8 @@ class JobUnderTest:
                             job_file=self.job_file and workdir / self.job_file.name)
 
     def read_run(self) -> list[Record]:
-        return read_records(self.bootstrap_servers, self.output_topic, self.dead_letter_topic)
+        return read_records(self.bootstrap_servers, self.output_topic, self.dead_letter_topic,
+                            as_json=output_values(self.config()).as_json)
 
     def compare_with_reference(self, **options: str) -> differential.Comparison:
         """The differential oracle (tools' differential.py): the twin runs the same input without a
@@ -179,8 +199,10 @@ class JobUnderTest:
         """The query's model over the events the filter keeps: the last answers and the dead
         letters (verify), then every intermediate answer batch by batch against the input read
         back with its offsets (verify_batches)."""
+        events = input_values(self.config())
+
         def kept_event(value: bytes | None) -> Event | None:
-            return json.loads(value) if value is not None and value in self.counted_values else None
+            return events.event(value) if value is not None and value in self.counted_values else None
 
         return judge(self.published(), Expected.of(model, kept_events, query.OUTPUT), malformed_values,
                      read_positions(self.bootstrap_servers, self.input_topic), kept_event,
@@ -297,7 +319,7 @@ def assert_stops_in_one_line(output: str, expected: str) -> None:
 def produce_sample(job: JobUnderTest, count: int, seed: int, partitions: int, malformed_rate: float = 0.02
                    ) -> SampleInput:
     """Events of the configured schema, keys on both sides of the configured filter."""
-    sample = configured_sample(CONFIG, job.keep, count, seed, malformed_rate)
+    sample = configured_sample(job.config(), job.keep, count, seed, malformed_rate)
     produce(job.bootstrap_servers, job.input_topic, sample.values, partitions=partitions)
     job.counted_values |= sample.counted_values
     return sample

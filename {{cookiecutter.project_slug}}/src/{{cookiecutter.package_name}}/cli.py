@@ -153,6 +153,21 @@ def _topics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _avro_schema(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .job import answer_avro_schema, spark_session
+    from .spark.session import stop as stop_session
+
+    config = configuration(args)
+    spark = spark_session(dataclasses.replace(config, ui_port=0), app_name="{{ cookiecutter.project_slug }}-avro-schema")
+    try:
+        print(json.dumps(answer_avro_schema(spark, config), indent=1))
+    finally:
+        stop_session(spark)
+    return 0
+
+
 def _show_config(args: argparse.Namespace) -> int:
     print(json.dumps(masked(configuration(args)), indent=1))
     return 0
@@ -198,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     topics = command("topics", _topics, "create the job's input, output and dead-letter topics if missing")
     topics.add_argument("action", choices=["create"], help="create the topics that are missing")
     topics.add_argument("--partitions", type=int, default=4, help="partitions of each topic created")
+    command("avro-schema", _avro_schema, "print the Avro schema the query's answers are published with "
+                                         "(output_format avro: output_schema must be it)")
     command("config", _show_config, "print the effective configuration")
     return parser
 

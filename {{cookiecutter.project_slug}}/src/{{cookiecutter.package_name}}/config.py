@@ -36,18 +36,24 @@ PublishFrom = Literal["auto", "tasks", "driver"]
 # A batch re-run after a crash that computed other records than its first attempt, some of whose
 # shards are published already (sink/coordinator.py): stop before publishing the rest, or go on.
 OnRerunMismatch = Literal["fail", "warn"]
+# A Kafka value's format (formats/): JSON, or Avro in a schema registry's wire format.
+ValueFormat = Literal["json", "avro"]
+# Where the answers' Avro schema comes from: registered by the job at start, or registered already.
+SchemaRegistration = Literal["register", "existing"]
 GUARANTEES: tuple[str, ...] = get_args(Guarantee)
 RESTART_STRATEGIES: tuple[str, ...] = get_args(RestartStrategyKind)
 FIELD_TYPES = ("string", "int", "float", "bool")
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 PUBLISH_FROM: tuple[str, ...] = get_args(PublishFrom)
 ON_RERUN_MISMATCH: tuple[str, ...] = get_args(OnRerunMismatch)
+VALUE_FORMATS: tuple[str, ...] = get_args(ValueFormat)
+SCHEMA_REGISTRATIONS: tuple[str, ...] = get_args(SchemaRegistration)
 TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 # The [s3] table's settings (object_store.py); secret_access_key may be `${VAR}`, and is masked.
 S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
 # The options that are tables of settings: `--set <table>.<name>=...` sets one (a Spark setting by
 # its full name, `--set spark.executor.memory=4g`), an environment variable replaces the table.
-TABLE_OPTIONS = ("kafka", "s3", "spark")
+TABLE_OPTIONS = ("kafka", "s3", "spark", "schema_registry")
 
 
 def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
@@ -93,6 +99,28 @@ class JobConfig:
     filter: str = option("{{ cookiecutter.filter_expression | replace('\\', '\\\\') | replace('"', '\\"') }}",
                          "Spark SQL condition; the query takes only the events that match")
     max_record_bytes: int = option(65536, "larger values are dead letters")
+    input_format: ValueFormat = option(
+        "json", "the input's values: `json`, or `avro` in the schema registry's wire format, read with the writer "
+        "schema of each record's id (`input_subject`'s versions) into `schema`'s fields")
+    output_format: ValueFormat = option(
+        "json", "the answers' values: `json`, or `avro` in the registry's wire format (`output_schema` under "
+        "`output_subject`); dead letters stay JSON")
+    schema_registry: dict[str, str] = option(
+        factory=dict, doc="for `avro`: the schema registry client's settings in confluent-kafka's names: `url` "
+        "(Confluent's REST API, e.g. Apicurio Registry's `.../apis/ccompat/v7`), `basic.auth.user.info` "
+        "(`user:password`), `ssl.ca.location`; `${VAR}` takes a value from the environment")
+    input_subject: str = option("", "the input's subject in the registry; empty: `<input_topic>-value` (the topic "
+                                    "name strategy)")
+    output_subject: str = option("", "the answers' subject; empty: `<output_topic>-value`")
+    output_schema: str = option(
+        "schemas/output.avsc", "the answers' Avro schema, a file: a record of the answer's fields, then `batch_id` "
+        "(long); `{{ cookiecutter.package_name }} avro-schema` prints the one the query's answer needs")
+    output_schema_registration: SchemaRegistration = option(
+        "register", "`register`: the job registers `output_schema` under `output_subject` at start (a schema the "
+        "registry calls incompatible fails the start); `existing`: it must be registered already")
+    schema_registry_tolerance_seconds: float = option(
+        120.0, "how long the registry may not answer, at start or when the input shows a new schema id, before the "
+        "job fails")
 
     delivery_guarantee: Guarantee = option("{{ cookiecutter.delivery_guarantee }}",
                                            "`exactly-once` (2PC) or `at-least-once` (plain producer)")
@@ -268,7 +296,7 @@ def load_config(
 
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "credentials")
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "credentials", "user.info")
 
 
 def _from_environment(option: str, value: str, environ: dict[str, str]) -> str:
@@ -324,7 +352,9 @@ def _check_names(config: JobConfig) -> None:
 
 
 CHOICES = (("delivery_guarantee", GUARANTEES), ("log_format", LOG_FORMATS), ("publish_from", PUBLISH_FROM),
-           ("on_rerun_mismatch", ON_RERUN_MISMATCH), ("restart_strategy", RESTART_STRATEGIES))
+           ("on_rerun_mismatch", ON_RERUN_MISMATCH), ("restart_strategy", RESTART_STRATEGIES),
+           ("input_format", VALUE_FORMATS), ("output_format", VALUE_FORMATS),
+           ("output_schema_registration", SCHEMA_REGISTRATIONS))
 
 
 def _check_choices(config: JobConfig) -> None:
@@ -361,6 +391,7 @@ NON_NEGATIVE_OPTIONS = ({% if cookiecutter.query == "windowed-count" %}"allowed_
                         {% endif %}"state_ttl_seconds", "restart_attempts", "restart_delay_seconds", "marker_replication_factor",
                         "marker_min_insync_replicas", "kafka_outage_tolerance_seconds",
                         "foreign_transaction_tolerance_seconds", "restart_max_delay_seconds",
+                        "schema_registry_tolerance_seconds",
                         "failure_rate_interval_seconds")
 
 
@@ -406,6 +437,10 @@ def _check_client_settings(config: JobConfig) -> None:
     for name in config.s3:
         if name not in S3_SETTINGS:
             raise ConfigError(f"s3.{name}", f"unknown S3 setting; known: {', '.join(S3_SETTINGS)}")
+    uses_registry = "avro" in (config.input_format, config.output_format)
+    if uses_registry and not config.schema_registry.get("url", "").strip():
+        raise ConfigError("schema_registry.url", "required with input_format or output_format avro: the schema "
+                                                 "registry's address, e.g. http://registry:8081")
     for name in config.spark:
         if not name.startswith("spark."):
             raise ConfigError("spark", f"{name!r}: a Spark setting's name starts with 'spark.'")
@@ -500,6 +535,7 @@ def option_rules() -> dict[str, list[str]]:
     rules["starting_offsets"].append("offsets ≥ -2, of the input topic only")
     rules["kafka"].append("not " + ", ".join(f"`{name}`" for name in JOB_OWNED_CLIENT_SETTINGS) + " (the job's own)")
     rules["s3"].append("only " + ", ".join(f"`{name}`" for name in S3_SETTINGS))
+    rules["schema_registry"].append("`url` required with a format `avro`")
     rules["spark"] += ["names start with `spark.`",
                        "not " + ", ".join(f"`{name}`" for name in JOB_OWNED_SPARK_SETTINGS) + " (the job's own)"]
     return rules

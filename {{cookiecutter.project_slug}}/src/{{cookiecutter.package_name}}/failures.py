@@ -28,6 +28,9 @@ class Outcome(StrEnum):
     FENCED = "fenced"  # another instance took over the sink: stop for good (exit 1)
     HALT = "halt"  # no restart can help, no setting names the fix: stop for good (exit 1)
     STOPPING = "stopping"  # the job was asked to stop: not a failure
+    # The input holds a schema id the query's plan has no writer schema for: build the query again
+    # at once (the registry gives the id's schema), not counted by the restart strategy.
+    REBUILD = "rebuild"
 
 
 class JobFailure(Exception):
@@ -108,6 +111,14 @@ class KafkaUnreachable(JobFailure, RuntimeError):
     """Kafka did not answer for longer than kafka_outage_tolerance_seconds: a failure for the restart strategy."""
 
     outcome = Outcome.RETRY
+
+
+class SchemaRegistryUnreachable(JobFailure, RuntimeError):
+    """The schema registry did not answer (refused, timed out, or a 5xx): waited out within
+    schema_registry_tolerance_seconds, then the start fails naming the option."""
+
+    outcome = Outcome.RIDE_OUT
+    option = "schema_registry.url"
 
 
 class KafkaFailure(JobFailure, RuntimeError):
@@ -231,6 +242,10 @@ _STATE_LAYOUT_CHANGED = frozenset({"STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STA
 _KAFKA_RETRIABLE = "org.apache.kafka.common.errors.RetriableException"
 _KAFKA_AUTHORIZATION = "org.apache.kafka.common.errors.AuthorizationException"
 _SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
+# A query's own `raise_error` (formats/avro_input.py: a schema id its plan does not know).
+_USER_RAISED = "USER_RAISED_EXCEPTION"
+# What such an error's message starts with when the query must be built again (avro_input.NEW_SCHEMA_ID).
+REBUILD_MARK = "rebuild the query: "
 
 
 def _spark_verdict(error: BaseException, origin: Any) -> Verdict:
@@ -245,6 +260,10 @@ def _spark_verdict(error: BaseException, origin: Any) -> Verdict:
     while cause is not None and seen < 20:
         if is_instance_of(gateway, cause, _SPARK_THROWABLE):
             condition = cause.getCondition()
+            if condition == _USER_RAISED and REBUILD_MARK in str(cause.getMessage()):
+                message = str(cause.getMessage()).split(REBUILD_MARK, 1)[1].splitlines()[0]
+                return Verdict(Outcome.REBUILD, f"{REBUILD_MARK}{message}", message=message.split(" SQLSTATE")[0],
+                               source=Source.SPARK)
             if condition in _STATE_LAYOUT_CHANGED:
                 return Verdict(Outcome.STOP, f"its state was written by another version of the query "
                                f"({condition}: {str(cause.getMessage()).strip().splitlines()[0][:300]}). Run the "

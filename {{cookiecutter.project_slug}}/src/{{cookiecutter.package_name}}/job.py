@@ -7,7 +7,8 @@ The query is pipeline/query.py's, applied by pipeline/steps.py.
 
 The source, the parse, the count (Spark's streaming aggregation) and the encoding of the output
 records run in the JVM; Python runs the commit protocol on the driver (sink/).
-A state TTL swaps the count for a Python operator (counting.py).
+A state TTL swaps the count for a Python operator (counting.py). Avro values are decoded and
+encoded in the JVM too (formats/), with the schemas the registry gives when the query is built.
 """
 
 from __future__ import annotations
@@ -15,20 +16,25 @@ from __future__ import annotations
 import threading
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 from pyspark.sql.streaming import DataStreamWriter
 
 from . import savepoints
 from .config import JobConfig, java_client_options
+from .formats import avro_input, avro_output
+from .formats.registry import Registry
 from .kafka.client import FETCH_MAX_WAIT_MS
 from .pipeline import query, steps
+from .pipeline.avro_parsing import ids_of_the_pending_batch
 from .pipeline.changes import Changes
 from .pipeline.dead_letter_readback import dead_letter_reader
-from .pipeline.output_records import encode
-from .pipeline.parsing import event_schema, parse_records
+from .pipeline.decoding import decode
+from .pipeline.output_records import answer_type, encode
+from .pipeline.parsing import event_schema
 from .savepoints import Origin
 from .sink import AT_LEAST_ONCE, KafkaSink
 from .sink.kafka_sink import for_commit
-from .spark.session import checkpoint_conf
+from .spark.session import AVRO_PACKAGE, checkpoint_conf
 from .spark.session import spark_session as new_session
 from .storage import object_store
 from .storage.files import resolve_location
@@ -38,14 +44,15 @@ def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_sl
                   ) -> SparkSession:
     """`write_class_archive`: the start is the job's own `run` (session.spark_session)."""
     json_logs = config.log_format == "json"
+    avro = (AVRO_PACKAGE,) if "avro" in (config.input_format, config.output_format) else ()
     if not object_store.on_s3(config.checkpoint_location):
         conf = {**checkpoint_conf(config.checkpoint_location), **config.spark}
         return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, conf,
-                           json_logs=json_logs, write_class_archive=write_class_archive)
+                           packages=avro, json_logs=json_logs, write_class_archive=write_class_archive)
     object_store.use_in_this_process(config.s3)
     return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port,
                        conf={**object_store.spark_conf(config.s3), **config.spark}, json_logs=json_logs,
-                       packages=(object_store.hadoop_aws_package(),), write_class_archive=write_class_archive)
+                       packages=(object_store.hadoop_aws_package(), *avro), write_class_archive=write_class_archive)
 
 
 def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
@@ -66,8 +73,21 @@ def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
     )
 
 
-def parse(records: DataFrame, config: JobConfig) -> DataFrame:
-    return parse_records(records, event_schema(config))
+def parse(records: DataFrame, config: JobConfig, avro: avro_input.AvroInput | None = None) -> DataFrame:
+    return decode(records, event_schema(config, avro))
+
+
+def registry(config: JobConfig, stopping: threading.Event | None = None) -> Registry:
+    return Registry(config.schema_registry, config.schema_registry_tolerance_seconds, stopping)
+
+
+def input_plan(spark: SparkSession, config: JobConfig, stopping: threading.Event | None = None
+               ) -> avro_input.AvroInput | None:
+    """For Avro input, what the registry says now: the subject's versions, and the ids of the batch
+    a start runs again judged (formats/avro_input.py); None for JSON."""
+    if config.input_format != "avro":
+        return None
+    return avro_input.plan(config, registry(config, stopping), ids_of_the_pending_batch(spark, config))
 
 
 def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None) -> DataFrame | None:
@@ -83,11 +103,16 @@ def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None
 
 
 def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
-                  stopping: threading.Event | None = None) -> tuple[DataStreamWriter, KafkaSink]:
-    """The query's writer, and its sink (which says what it published for a batch)."""
+                  stopping: threading.Event | None = None, avro: avro_input.AvroInput | None = None
+                  ) -> tuple[DataStreamWriter, KafkaSink]:
+    """The query's writer, and its sink (which says what it published for a batch); `avro`: the
+    Avro input's plan, which the dead letters' read-back decodes with too."""
     settings = savepoints.sink_settings(config, origin)
-    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config))
-    records = encode(changes.frame, config.output_topic, config.dead_letter_topic)
+    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config, avro))
+    output = None
+    if config.output_format == "avro":
+        output = avro_output.prepare(config, answer_type(changes.frame), registry(config, stopping))
+    records = encode(changes.frame, config.output_topic, config.dead_letter_topic, output)
     if config.delivery_guarantee != AT_LEAST_ONCE:  # each record's hash and commit shard, in the query's own plan
         records = for_commit(records, settings.shards)
     sink = KafkaSink(settings, config.delivery_guarantee, read_back, stopping)
@@ -105,6 +130,14 @@ def build_query(spark: SparkSession, config: JobConfig, origin: Origin | None,
                 stopping: threading.Event | None = None) -> tuple[DataStreamWriter, KafkaSink]:
     """`config`: as the checkpoint runs it (savepoints.apply_origin with `origin`); `stopping`: the
     runner's gate, set when the job stops (sink/kafka_sink.py)."""
-    events = parse(read_events(spark, config), config)
+    avro = input_plan(spark, config, stopping)
+    events = parse(read_events(spark, config), config, avro)
     changes = steps.changes(events, config, savepoint_seed(spark, config, origin))
-    return write_changes(changes, config, origin, stopping)
+    return write_changes(changes, config, origin, stopping, avro)
+
+
+def answer_avro_schema(spark: SparkSession, config: JobConfig) -> dict:
+    """The Avro schema the query's answers are published with (`output_schema` must be it)."""
+    changes = steps.changes(parse(read_events(spark, config), config), config, None)
+    answer: T.StructType = answer_type(changes.frame)
+    return avro_output.schema_for(answer, avro_output.record_name(config))

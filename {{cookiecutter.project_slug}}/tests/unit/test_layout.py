@@ -25,7 +25,7 @@ LAYERS = (
     ("__init__", "failures", "identifiers"),
     ("config",),
     ("observability",),  # logs and metrics, which every layer above may use
-    ("storage", "kafka", "spark"),
+    ("storage", "kafka", "spark", "formats"),
     ("pipeline", "sink"),
     ("savepoints",),
     ("operations",),  # status
@@ -186,7 +186,7 @@ def test_the_job_runs_without_its_tools(tmp_path: Path) -> None:
     result = subprocess.run([*command, "config"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     listed = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
-    usage = "usage: {{ cookiecutter.package_name }} [-h] [--version] {run,status,savepoint,state,topics,config}"
+    usage = "usage: {{ cookiecutter.package_name }} [-h] [--version] {run,status,savepoint,state,topics,avro-schema,config}"
     assert " ".join(listed.stdout.split()).startswith(usage), listed.stdout  # argparse wraps the line
 
 

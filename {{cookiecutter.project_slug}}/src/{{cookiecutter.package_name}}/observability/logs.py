@@ -74,8 +74,11 @@ class CallbackErrorsAtDebug(logging.Filter):
 
 
 def quiet_libraries() -> None:
-    """py4j at WARNING, and its callbacks' exceptions at DEBUG (CallbackErrorsAtDebug)."""
+    """py4j at WARNING, and its callbacks' exceptions at DEBUG (CallbackErrorsAtDebug); the schema
+    registry client's HTTP library at WARNING (a line per request, each with its URL)."""
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    for name in ("httpx", "httpx2", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     for name in PY4J_CALLBACK_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, CallbackErrorsAtDebug) for f in logger.filters):

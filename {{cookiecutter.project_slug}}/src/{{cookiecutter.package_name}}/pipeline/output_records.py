@@ -6,7 +6,8 @@
 - "partition P had dead letters" becomes a *reference*, a record without a topic whose key is
   P, which the sink turns into the dead letters themselves by reading them back
   (dead_letter_readback.py).
-Each value is a JSON object without the batch id: the sink stamps every record with it as it
+An answer's value is JSON, or Avro in the registry's wire format (formats/avro_output.py).
+Each value is without the batch id: the sink stamps every record with it as it
 produces (`"batch_id": N` as the value's last field, and a `batch_id` header:
 sink/batch_records.with_batch_id), so that a batch costs the driver no plan of its own. Every
 DataFrame call the driver makes per batch is a py4j round trip and an analysis of the new plan,
@@ -14,28 +15,53 @@ on every batch's path to its output: all of it is done here, once per query."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .changes import KIND_ANSWER, KIND_DEAD_LETTERS_IN_PARTITION, answer_names
 from .dead_letters import DEAD_LETTER_VALUE
 from .parsing import HEADERS
 
+if TYPE_CHECKING:
+    from ..formats.avro_output import AvroOutput
 
-def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str) -> DataFrame:
-    """Changes (changes.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value a
-    JSON object without the batch id; a reference has a null topic and value. Changes with the
-    input's headers keep them, as Spark's Kafka sink names them (`headers`). A row without a key
-    (the TTL operator's dead-letter group) is dropped."""
+
+def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str, avro: AvroOutput | None = None
+           ) -> DataFrame:
+    """Changes (changes.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value
+    without the batch id: an answer's a JSON object, or with `avro` an Avro record; a dead letter's a
+    JSON object; a reference has a null topic and value. Changes with the input's headers keep
+    them, as Spark's Kafka sink names them (`headers`). A row without a key (the TTL operator's
+    dead-letter group) is dropped."""
     is_answer = F.col("kind") == KIND_ANSWER
     is_reference = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION
-    answer_value = F.to_json(F.struct(F.col("key"), *answer_names(changes.columns)))
+    if avro is None:
+        answer_value = F.to_json(answer(changes)).cast("binary")
+    else:
+        from ..formats.avro_output import encode as avro_value
+
+        answer_value = avro_value(answer(changes), avro)
     return changes.select(
         F.when(is_answer, F.lit(output_topic)).when(~is_reference, F.lit(dead_letter_topic)).alias("topic"),
         F.col("key").cast("binary").alias("key"),
-        F.when(is_answer, answer_value).otherwise(F.col(DEAD_LETTER_VALUE)).cast("binary").alias("value"),
+        F.when(is_answer, answer_value).otherwise(F.col(DEAD_LETTER_VALUE).cast("binary")).alias("value"),
         *_headers(changes),
     ).where(F.col("key").isNotNull())
+
+
+def answer(changes: DataFrame) -> Column:
+    """A key's answer as one struct: the key, then the answer's columns (query.answer's names)."""
+    return F.struct(F.col("key"), *answer_names(changes.columns))
+
+
+def answer_type(changes: DataFrame) -> T.StructType:
+    """The Spark type of `answer`, which an Avro output's schema must fit (formats/avro_output.py)."""
+    data_type = changes.select(answer(changes).alias("answer")).schema["answer"].dataType
+    assert isinstance(data_type, T.StructType)
+    return data_type
 
 
 def _headers(changes: DataFrame) -> list[Column]:

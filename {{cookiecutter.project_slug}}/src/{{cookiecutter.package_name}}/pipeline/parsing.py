@@ -8,11 +8,15 @@ or past a double, empty and null values all end as dead letters (see the unit te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..config import JobConfig
+
+if TYPE_CHECKING:
+    from ..formats.avro_input import AvroInput
 
 # Whether a record is an event (true) or a dead letter (false); never null.
 IS_EVENT = "is_event"
@@ -42,17 +46,19 @@ class EventSchema:
 {%- if cookiecutter.query == "windowed-count" %}
     event_time_field: str | None = None  # a field every event must have, an epoch-milliseconds time
 {%- endif %}
+    avro: AvroInput | None = None  # Avro input (avro_parsing.py): what its plan knows; None: JSON (decoding.py)
 
     def fields_ddl(self) -> str:
         """The event's fields: all the job's filter may read."""
         return ", ".join(f"`{name}` {SPARK_TYPES[kind]}" for name, kind in self.fields.items())
 
 
-def event_schema(config: JobConfig) -> EventSchema:
+def event_schema(config: JobConfig, avro: AvroInput | None = None) -> EventSchema:
     return EventSchema(fields=dict(config.schema), key_field=config.key_field, max_record_bytes=config.max_record_bytes
 {%- if cookiecutter.query == "windowed-count" %},
                        event_time_field=config.event_time_field
-{%- endif %})
+{%- endif %},
+                       avro=avro)
 
 
 # A check of a record: the condition that makes it a dead letter, and the reason to give.
@@ -82,10 +88,18 @@ def parse_records(records: DataFrame, schema: EventSchema) -> DataFrame:
         "*", *[_field(F.col(document), name).alias(column) for name, column in field_columns.items()])
     fields = {name: F.col(column) for name, column in field_columns.items()}
     checks = dead_letter_checks(F.col("value"), F.col(document), fields, schema)
-    checked = with_fields.select("*", is_event(checks).alias(IS_EVENT))
+    typed = {name: _typed(fields[name], kind) for name, kind in schema.fields.items()}
+    return checked_events(with_fields, typed, checks, schema, headers)
+
+
+def checked_events(records: DataFrame, typed: dict[str, Column], checks: list[Check], schema: EventSchema,
+                   headers: list[str]) -> DataFrame:
+    """The parse's last two projections, whatever the format: whether each record is an event
+    (`checks`), then the event's typed fields, or the dead letter's reason and raw bytes."""
+    checked = records.select("*", is_event(checks).alias(IS_EVENT))
     event = F.col(IS_EVENT)
     return checked.select(
-        *[F.when(event, _typed(fields[name], kind)).alias(name) for name, kind in schema.fields.items()],
+        *[F.when(event, column).alias(name) for name, column in typed.items()],
         IS_EVENT,
         F.when(~event, first_reason(checks)).alias(REASON),
         "topic",

@@ -152,6 +152,7 @@ def sink_settings(config: JobConfig, origin: Origin | None = None) -> SinkSettin
         client=dict(config.kafka),
         foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
         first_batch_id=first_batch_id(origin),
+        avro_topics=frozenset({config.output_topic} if config.output_format == "avro" else ()),
     )
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, Message
 
 from ..kafka.client import librdkafka_config
-from .batch_records import record_headers, with_batch_id
+from .batch_records import record_headers, stamped_values
 from .settings import PARTITIONER, SinkSettings
 
 # A task's function for mapInArrow: its records in, its references out.
@@ -49,7 +49,7 @@ def produce_now(settings: SinkSettings, batch_id: int, batches: Iterator[pa.Reco
     for batch in batches:
         own = record_headers(batch, headers) or [headers] * batch.num_rows
         columns = (batch.column("topic").to_pylist(), batch.column("key").to_pylist(),
-                   with_batch_id(batch.column("value"), published_id).to_pylist())
+                   stamped_values(batch, published_id, settings.avro_topics).to_pylist())
         for topic, key, value, record_header in zip(*columns, own, strict=True):
             if topic is None:
                 if references is not None:

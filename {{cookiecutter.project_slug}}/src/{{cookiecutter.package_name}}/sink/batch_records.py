@@ -147,6 +147,39 @@ def with_batch_id(values: pa.Array | pa.ChunkedArray, batch_id: int) -> pa.Array
     return pc.binary_join_element_wise(pc.binary_slice(values, 0, -1), closing, pa.scalar(b"", pa.binary()))
 
 
+def with_avro_batch_id(values: pa.Array | pa.ChunkedArray, batch_id: int) -> pa.Array | pa.ChunkedArray:
+    """Avro values as they are published: each record (an answer without its last field,
+    formats/avro_output.py) with the batch id appended as an Avro long, which is its last field,
+    `batch_id`; a null value stays null."""
+    closing = pa.scalar(avro_long(int(batch_id)), pa.binary())
+    return pc.binary_join_element_wise(values, closing, pa.scalar(b"", pa.binary()))
+
+
+def stamped_values(chunk: pa.RecordBatch, batch_id: int, avro_topics: frozenset[str]) -> pa.Array | pa.ChunkedArray:
+    """A chunk's values with the batch id: the records of `avro_topics` as Avro (with_avro_batch_id),
+    the others as JSON (with_batch_id)."""
+    values = chunk.column("value")
+    if not avro_topics:
+        return with_batch_id(values, batch_id)
+    avro = pc.fill_null(pc.is_in(chunk.column("topic"), value_set=pa.array(sorted(avro_topics), pa.string())), False)
+    if pc.all(avro).as_py():
+        return with_avro_batch_id(values, batch_id)
+    if not pc.any(avro).as_py():
+        return with_batch_id(values, batch_id)
+    return pc.if_else(avro, with_avro_batch_id(values, batch_id), with_batch_id(values, batch_id))
+
+
+def avro_long(value: int) -> bytes:
+    """Avro's binary encoding of a long: zig-zag, then a varint of 7-bit groups, lowest first."""
+    zigzag = ((value << 1) ^ (value >> 63)) & _MASK
+    encoded = bytearray()
+    while zigzag > 0x7F:
+        encoded.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    encoded.append(zigzag)
+    return bytes(encoded)
+
+
 def combine(*digests: int) -> int:
     """The digest of records split in parts, from the parts' digests."""
     return sum(digests) & _MASK

@@ -315,4 +315,5 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
 
 
 # Outcomes from the mildest to the gravest: of several failed shards, the gravest decides.
-_GRAVITY = (Outcome.RIDE_OUT, Outcome.RETRY, Outcome.STOPPING, Outcome.FENCED, Outcome.STOP, Outcome.HALT)
+_GRAVITY = (Outcome.RIDE_OUT, Outcome.REBUILD, Outcome.RETRY, Outcome.STOPPING, Outcome.FENCED, Outcome.STOP,
+            Outcome.HALT)

@@ -47,6 +47,9 @@ class SinkSettings:
     # The batch id this checkpoint's batch 0 publishes as: 0, or after a savepoint the one that
     # continues the numbering of the checkpoint it came from (savepoints.first_batch_id).
     first_batch_id: int = 0
+    # The topics whose values are Avro records (formats/avro_output.py): their batch id is appended
+    # as the record's last field, a long; every other value is a JSON object (batch_records.stamped_values).
+    avro_topics: frozenset[str] = frozenset()
 
     def output_batch_id(self, batch_id: int) -> int:
         """The batch id Spark's batch `batch_id` publishes as, in its records' values and headers."""

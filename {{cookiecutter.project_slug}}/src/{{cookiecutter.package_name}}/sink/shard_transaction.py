@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..failures import JobFailure, Outcome, kafka_outcome
 from ..observability import metrics
 from . import faults
-from .batch_records import DIGEST, combine, digest, record_headers, with_batch_id
+from .batch_records import DIGEST, combine, digest, record_headers, stamped_values
 from .marker import marker_key, marker_value
 from .producers import CommitShard, TransactionalIdRefused
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
@@ -138,7 +138,7 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
             topics = (repeat(per_topic[0]["values"], chunk.num_rows) if len(per_topic) == 1
                       else chunk.column("topic").to_pylist())
             keys = chunk.column("key").to_pylist()
-            values = with_batch_id(chunk.column("value"), published_id).to_pylist()
+            values = stamped_values(chunk, published_id, settings.avro_topics).to_pylist()
             produce = producer.produce
             if (own := record_headers(chunk, headers)) is None:
                 for topic, key, value in zip(topics, keys, values, strict=True):

@@ -26,6 +26,8 @@ SCALA_VERSION = "2.13"
 # tests/unit/test_session.py checks that the two agree.
 SPARK_VERSION = "4.2.0"
 KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}"
+# Avro values (formats/): spark-avro's from_avro and to_avro; Avro itself is in PySpark's jars.
+AVRO_PACKAGE = f"org.apache.spark:spark-avro_{SCALA_VERSION}:{SPARK_VERSION}"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CONF_DIR = Path(__file__).parent.parent / "conf"  # the package's conf/
 IVY_SETTINGS = CONF_DIR / "ivysettings.xml"

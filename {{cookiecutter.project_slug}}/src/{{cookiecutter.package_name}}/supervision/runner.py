@@ -229,6 +229,7 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: Quer
                        stop: StopRequested, until_idle_batches: int | None, strategy: RestartStrategy,
                        outage: OutageTolerance, startup: StartupTimes,
                        newer_driver: Callable[[], str | None] = lambda: None) -> None:
+    rebuilt_for: str | None = None  # the reason of the last rebuild (Outcome.REBUILD)
     while True:
         stopping = threading.Event()  # the sink's gate: set, no new batch publishes
         writer, sink = build_query(spark, config, origin, stopping)
@@ -249,6 +250,12 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: Quer
             log.debug("the query failed: %s", judged.line, exc_info=error)
             if judged.outcome is Outcome.STOPPING:
                 return
+            # Nothing of the batch is published: build the query again at once, with what it lacked.
+            # The same reason twice in a row means the rebuild did not help: the restart strategy decides.
+            if judged.outcome is Outcome.REBUILD and judged.message != rebuilt_for:
+                rebuilt_for = judged.message
+                log.warning("rebuilding the query: %s", judged.message, extra=event("rebuild", reason=judged.message))
+                continue
             ending = query_failure_ending(judged, newer_driver)
             if ending is not None:
                 raise ending from None

@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -22,6 +23,11 @@ SETTLE_SECONDS = 10.0
 Answer = dict[str, object]  # an output record's value, without the batch id the sink adds
 Headers = tuple[tuple[str, bytes | None], ...]  # a record's headers, in order
 OUTPUT, DEAD_LETTER = "output", "dead-letter"  # a record's role: which of the job's two topics holds it
+AsJson = Callable[[bytes], bytes]  # an output value in JSON, from its format (value_formats.py)
+
+
+def _same(value: bytes) -> bytes:
+    return value
 
 
 @dataclass(frozen=True, order=True)
@@ -75,12 +81,13 @@ def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
             for message in _read(bootstrap_servers, topic, "read_committed", timeout, SETTLE_SECONDS)]
 
 
-def batch_header_mismatches(bootstrap_servers: str, topic: str) -> list[str]:
-    """The committed records whose `batch_id` header is not the `batch_id` of their JSON value."""
+def batch_header_mismatches(bootstrap_servers: str, topic: str, as_json: AsJson = _same) -> list[str]:
+    """The committed records whose `batch_id` header is not the `batch_id` of their value
+    (`as_json`: the value in JSON, from the topic's format)."""
     mismatches = []
     for message in _read(bootstrap_servers, topic, "read_committed", 60.0, SETTLE_SECONDS):
         header = dict(message.headers() or []).get("batch_id")
-        value = json.loads(message.value() or b"null")["batch_id"]
+        value = json.loads(as_json(message.value() or b"null"))["batch_id"]
         if header is None or int(header) != value:
             mismatches.append(f"{topic}/{message.partition()}@{message.offset()}: header {header!r}, value {value}")
     return mismatches
@@ -146,9 +153,10 @@ def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float, se
 
 
 def read_records(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
-                 settle: float = SETTLE_SECONDS) -> list[Record]:
+                 settle: float = SETTLE_SECONDS, as_json: AsJson = _same) -> list[Record]:
     """Every record a read_committed consumer sees on the job's two topics, in each partition's
-    order; `settle=0` reads at once, where a transaction is known to be left open."""
+    order, each value in JSON (`as_json`: the output's, from its format; dead letters are JSON);
+    `settle=0` reads at once, where a transaction is known to be left open."""
     records = []
     for role, topic in ((OUTPUT, output_topic), (DEAD_LETTER, dead_letter_topic)):
         for message in _read(bootstrap_servers, topic, "read_committed", 60.0, settle):
@@ -156,16 +164,17 @@ def read_records(bootstrap_servers: str, output_topic: str, dead_letter_topic: s
             if not headers or headers[-1][0] != "batch_id":
                 raise AssertionError(f"{topic}/{message.partition()}@{message.offset()} does not end its headers "
                                      f"with a batch_id header: {headers}")
-            records.append(Record(int(headers[-1][1] or b""), role, message.key() or b"", message.value() or b"",
-                                  tuple(headers[:-1])))
+            value = message.value() or b""
+            records.append(Record(int(headers[-1][1] or b""), role, message.key() or b"",
+                                  as_json(value) if role == OUTPUT and value else value, tuple(headers[:-1])))
     return records
 
 
 def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
-                   settle: float = SETTLE_SECONDS) -> Published:
+                   settle: float = SETTLE_SECONDS, as_json: AsJson = _same) -> Published:
     """What a read_committed consumer sees, as answers per key and dead letters."""
     published = Published()
-    for record in read_records(bootstrap_servers, output_topic, dead_letter_topic, settle):
+    for record in read_records(bootstrap_servers, output_topic, dead_letter_topic, settle, as_json):
         value = json.loads(record.value or b"null")
         if record.role == OUTPUT:
             value.pop("batch_id", None)

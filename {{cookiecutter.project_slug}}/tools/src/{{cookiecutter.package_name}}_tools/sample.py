@@ -17,6 +17,7 @@ from {{ cookiecutter.package_name }}.kafka.client import librdkafka_config
 from {{ cookiecutter.package_name }}.pipeline.parsing import SPARK_TYPES as _SPARK_TYPES
 
 from .kafka_io import produce as produce_one
+from .value_formats import JSON, Values, input_values
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -101,15 +102,16 @@ class EventTimes:
 
 def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str, keep: Keep,
                 malformed_rate: float = 0.0, keys: Sequence[object] | None = None{% if cookiecutter.query == "windowed-count" %},
-                event_times: EventTimes | None = None{% endif %}) -> SampleInput:
+                event_times: EventTimes | None = None{% endif %},
+                values: Values = JSON) -> SampleInput:
     """`count` events of the schema, keys skewed (the first keys are far more frequent), a share
-    of malformed records. The kept events are those that `keep` (the job's filter, evaluated apart
-    from the job: `spark_filter`) lets through."""
+    of malformed records, written in the input's format (`values`). The kept events are those that
+    `keep` (the job's filter, evaluated apart from the job: `spark_filter`) lets through."""
     rng = random.Random(seed)
     keys = keys or list(_KEYS[schema[key_field]])
     weights = [1.0 / (rank + 1) for rank in range(len(keys))]
     sample = SampleInput()
-    malformed = malformed_values(key_field)
+    malformed = values.malformed(key_field) if malformed_rate else []
     events: list[tuple[Event, bytes]] = []
     for i in range(count):
         if malformed_rate and rng.random() < malformed_rate:
@@ -123,7 +125,7 @@ def make_events(count: int, seed: int, schema: Mapping[str, str], key_field: str
             event[event_times.field] = event_times.draw(rng)
 {%- endif %}
         event.setdefault("seq", i)  # not in the schema unless a team adds it: the job ignores it
-        value = json.dumps(event).encode()
+        value = values.event_value(event)
         sample.values.append(value)
         events.append((event, value))
     for (event, value), kept in zip(events, keep([event for event, _ in events]), strict=True):
@@ -146,12 +148,14 @@ def events_of_keys(keys: Sequence[object], seed: int, schema: Mapping[str, str],
     return events
 
 
-def configured_sample(config: JobConfig, keep: Keep, count: int, seed: int, malformed_rate: float = 0.0
-                      ) -> SampleInput:
-    """A sample for the job as configured: its schema, its key field, keys on both sides of its filter."""
+def configured_sample(config: JobConfig, keep: Keep, count: int, seed: int, malformed_rate: float = 0.0,
+                      values: Values | None = None) -> SampleInput:
+    """A sample for the job as configured: its schema, its key field, keys on both sides of its
+    filter, in its input's format (or `values`)."""
     keys = sample_keys(config.schema[config.key_field], config.filter)
     return make_events(count, seed, config.schema, config.key_field, keep, malformed_rate, keys
-                       {%- if cookiecutter.query == "windowed-count" %}, event_times(config){% endif %})
+                       {%- if cookiecutter.query == "windowed-count" %}, event_times(config){% endif %},
+                       values=values or input_values(config))
 {%- if cookiecutter.query == "windowed-count" %}
 
 

@@ -1,0 +1,36 @@
+"""A range of the input topic read again as a batch: what the stream read for a batch (its
+offsets in the checkpoint), read_committed with the job's client settings. The dead letters'
+read-back reads a batch's partitions that had some (dead_letter_readback.py); an Avro input's
+rebuild reads the batch it runs again for its schema ids (avro_parsing.py)."""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ..config import JobConfig, java_client_options
+from ..kafka.client import FETCH_MAX_WAIT_MS
+
+EARLIEST = -2  # Spark's startingOffsets value for a partition's earliest offset
+
+
+def read_input_range(spark: SparkSession, config: JobConfig, start: dict[str, int], end: dict[str, int],
+                     partitions: list[int] | None = None) -> DataFrame:
+    """The input topic's records from `start` to `end` ({"<partition>": offset}, a partition
+    absent from `start` from its earliest), of `partitions` (None: every partition in `end`),
+    read as the stream reads them: read_committed, the same client settings."""
+    topic = config.input_topic
+    partitions = sorted(int(p) for p in end) if partitions is None else partitions
+    return (
+        spark.read.format("kafka")
+        .options(**java_client_options(config.kafka))
+        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .option("kafka.isolation.level", "read_committed")
+        .option("assign", json.dumps({topic: partitions}))
+        .option("startingOffsets", json.dumps({topic: {str(p): start.get(str(p), EARLIEST) for p in partitions}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): end[str(p)] for p in partitions}}))
+        .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
+        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka/client.py)
+        .load()
+    )

@@ -1,0 +1,206 @@
+"""Avro in and out, in the schema registry's wire format, against a real registry (Apicurio, the
+tools' schema_registry.py) and a real Kafka: the sample written and the answers read back with
+confluent-kafka's own serializers, judged by the query's model and by a run without faults.
+
+- Every malformed kind is a dead letter with its reason, its raw bytes kept; an id the plan did
+  not know costs one rebuild of the query, nothing of the batch published before it.
+- A crash where the batch is computed again (before its Kafka transaction, and after it, when
+  the re-run is compared with the first attempt by digest) loses and doubles nothing.
+- A producer moving to a new, compatible version of the input's subject in the middle of a run
+  is read on, exactly.
+- An output schema that does not fit the answer, or that the registry refuses, stops the start
+  in one line naming the option."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.sink import faults
+from {{ cookiecutter.package_name }}_tools.sample import configured_sample
+from {{ cookiecutter.package_name }}_tools.schema_registry import SchemaRegistry
+from {{ cookiecutter.package_name }}_tools.value_formats import AvroValues, input_values
+
+from harness import (
+    PUBLISHED_BEFORE_THE_CRASH,
+    JobUnderTest,
+    assert_stops_in_one_line,
+    crash_at_each_point,
+    merged,
+    produce,
+    produce_sample,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+PROJECT = Path(__file__).resolve().parents[2]
+OUTPUT_SCHEMA = PROJECT / "schemas" / "output.avsc"
+
+
+@pytest.fixture
+def avro_job(job: JobUnderTest, schema_registry: SchemaRegistry) -> JobUnderTest:
+    """The job reading and writing Avro under its topics' subjects (the topic name strategy)."""
+    job.options.update({"input_format": "avro", "output_format": "avro", "schema_registry.url": schema_registry.url,
+                        "output_schema": str(OUTPUT_SCHEMA)})
+    return job
+
+
+def reasons_by_value(job: JobUnderTest) -> dict[bytes, set[str]]:
+    """Each dead letter's raw value, with the reasons it was published with."""
+    found: dict[bytes, set[str]] = {}
+    for letter in job.published().dead_letters:
+        found.setdefault(base64.b64decode(letter["value_base64"]), set()).add(letter["reason"])
+    return found
+
+
+@pytest.mark.fast
+def test_avro_in_and_out_is_exact_and_each_malformed_kind_is_a_dead_letter_with_its_reason(avro_job):
+    sample = produce_sample(avro_job, count=1200, seed=3, partitions=4, malformed_rate=0.05)
+    run = avro_job.run(max_offsets_per_trigger="400")
+    assert run.returncode == 0, run.stdout[-3000:]
+    verdict = avro_job.verify(*merged(sample))
+    assert verdict.exactly_once, verdict.problems
+    key = avro_job.config().key_field
+    kinds = input_values(avro_job.config()).malformed(key)  # as the sample wrote them (the same bytes)
+    subject = f"{avro_job.input_topic}-value"
+    expected = [
+        "not in the registry's wire format: magic byte 0x7B, not 0x00",
+        "not in the registry's wire format: 3 bytes, shorter than its 5-byte header",
+        "unknown schema id 2147483641",
+        "body does not decode with schema id ",
+        f"schema id {int.from_bytes(kinds[4][1:5], 'big')} is not a version of subject {subject!r}",
+        f"missing key field {key!r}",
+    ]
+    found = reasons_by_value(avro_job)
+    for kind, value in enumerate(kinds):
+        assert value in found, f"malformed kind {kind} ({value[:12]!r}) is no dead letter"
+        (reason,) = found[value]
+        assert reason.startswith(expected[kind]), (kind, reason)
+    assert set(found) == set(kinds)
+    # The unknown id and the other subject's: one rebuild of the query for the batch that met them.
+    assert 1 <= run.stdout.count("rebuilding the query: schema id") <= 2, run.stdout[-3000:]
+
+
+def test_crashes_where_a_batch_is_computed_again_lose_and_double_nothing(avro_job):
+    """On one checkpoint, SIGKILL after a batch is computed (its decoding runs again in the re-run),
+    then after the next one's Kafka commit (the re-run's Avro records are compared with the first
+    attempt's by digest); judged by the query's model and by a run without faults."""
+    verdict, crashes = crash_at_each_point(avro_job, [faults.BATCH_COMPUTED, faults.AFTER_KAFKA_COMMIT], seed=11)
+    for crash in crashes:
+        assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
+    assert verdict.exactly_once, verdict.problems
+    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
+    assert not (mismatches := avro_job.batch_header_mismatches()), mismatches[:5]
+
+
+def test_the_same_crash_duplicates_with_the_at_least_once_sink(avro_job):
+    """The counter-proof in Avro: the at-least-once sink's re-run after its produce publishes again."""
+    avro_job.guarantee = "at-least-once"
+    sample = produce_sample(avro_job, count=3000, seed=13, partitions=4)
+    crashed = avro_job.run(fault=faults.AFTER_KAFKA_COMMIT, fault_batch=1, max_offsets_per_trigger="1000")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:]
+    recovered = avro_job.run(max_offsets_per_trigger="1000")
+    assert recovered.returncode == 0, recovered.stdout[-3000:]
+    verdict = avro_job.verify(*merged(sample))
+    assert verdict.duplicated > 0 and not verdict.exactly_once, "no duplicate: the check has no teeth"
+
+
+def test_a_producer_moving_to_a_new_version_in_the_middle_of_a_run_is_read_on_exactly(avro_job):
+    """v1 events, then while the job runs v2 events (a field added, with a default: compatible)
+    under the same subject: the job meets v2's id, builds its query again once, and reads both."""
+    first = produce_sample(avro_job, count=1500, seed=21, partitions=4, malformed_rate=0.0)
+    with avro_job.running(until_idle=6, max_offsets_per_trigger="500") as (process, log_path):
+        wait_until(lambda: "batch 0:" in log_path.read_text(), 300, "the job's first batch")
+        config = avro_job.config()
+        v2 = AvroValues(config.schema_registry, f"{avro_job.input_topic}-value", dict(config.schema),
+                        extra_fields=({"name": "note", "type": "string", "default": ""},))
+        second = configured_sample(config, avro_job.keep, 1500, seed=22, values=v2)
+        produce(avro_job.bootstrap_servers, avro_job.input_topic, second.values, partitions=4)
+        avro_job.counted_values |= second.counted_values
+        process.wait(400)
+    output = log_path.read_text()
+    assert process.returncode == 0, output[-3000:]
+    assert v2.client.get_versions(v2.subject) == [1, 2]
+    assert output.count("rebuilding the query: schema id") == 1, output[-3000:]
+    verdict = avro_job.verify(*merged(first, second))
+    assert verdict.exactly_once, verdict.problems
+
+
+def test_an_output_schema_that_does_not_fit_the_answer_stops_the_start_in_one_line(avro_job, tmp_path):
+    wrong = json.loads(OUTPUT_SCHEMA.read_text())
+    wrong["fields"] = [field for field in wrong["fields"] if field["name"] != "batch_id"]
+    path = tmp_path / "wrong.avsc"
+    path.write_text(json.dumps(wrong))
+    produce_sample(avro_job, count=10, seed=1, partitions=4, malformed_rate=0.0)
+    run = avro_job.run(output_schema=str(path))
+    assert run.returncode == 2, run.stdout[-3000:]
+    assert_stops_in_one_line(run.stdout, "error: configuration option 'output_schema': ")
+
+
+@pytest.fixture
+def registry_back(schema_registry: SchemaRegistry) -> Iterator[SchemaRegistry]:
+    """The session's registry, started again after a test that stops it (its schemas kept)."""
+    yield schema_registry
+    if not schema_registry.answers():
+        schema_registry.start()
+
+
+def test_a_registry_down_at_start_is_waited_for_then_the_start_fails_in_one_line(avro_job, registry_back):
+    produce_sample(avro_job, count=10, seed=2, partitions=4, malformed_rate=0.0)
+    registry_back.stop()
+    run = avro_job.run(schema_registry_tolerance_seconds="3")
+    assert run.returncode == 2, run.stdout[-3000:]
+    assert_stops_in_one_line(run.stdout, "error: configuration option 'schema_registry.url': ")
+    assert "did not answer for" in run.stdout.splitlines()[-1], run.stdout[-3000:]
+
+
+def test_a_registry_down_at_start_within_the_tolerance_is_waited_out(avro_job, registry_back):
+    sample = produce_sample(avro_job, count=600, seed=4, partitions=4)
+    registry_back.stop()
+    with avro_job.running(max_offsets_per_trigger="300") as (process, log_path):
+        wait_until(lambda: "(tolerance 120s)" in log_path.read_text(), 300, "the job waiting for the registry",
+                   alive=process, log_path=log_path)
+        registry_back.start()
+        process.wait(400)
+    assert process.returncode == 0, log_path.read_text()[-3000:]
+    verdict = avro_job.verify(*merged(sample))
+    assert verdict.exactly_once, verdict.problems
+
+
+def test_a_registry_down_while_the_job_runs_costs_nothing_until_a_new_id_which_waits_for_it(avro_job, registry_back):
+    """The ids known, the job reads on without the registry; v2's records arrive while it is down:
+    the rebuild waits for it, then reads them, nothing lost or doubled."""
+    first = produce_sample(avro_job, count=1500, seed=31, partitions=4)
+    with avro_job.running(until_idle=6, max_offsets_per_trigger="500") as (process, log_path):
+        wait_until(lambda: "batch 0:" in log_path.read_text(), 300, "the job's first batch", alive=process,
+                   log_path=log_path)
+        config = avro_job.config()
+        v1 = AvroValues(config.schema_registry, f"{avro_job.input_topic}-value", dict(config.schema))
+        v2 = AvroValues(config.schema_registry, v1.subject, dict(config.schema),
+                        extra_fields=({"name": "note", "type": "string", "default": ""},))
+        more_v1 = configured_sample(config, avro_job.keep, 600, seed=32, values=v1)  # written while it is up
+        second = configured_sample(config, avro_job.keep, 900, seed=33, values=v2)
+        registry_back.stop()
+        mark = len(log_path.read_text())
+        produce(avro_job.bootstrap_servers, avro_job.input_topic, more_v1.values, partitions=4)
+        avro_job.counted_values |= more_v1.counted_values
+        wait_until(lambda: re.search(r"batch \d+: [1-9]\d* records", log_path.read_text()[mark:]), 300,
+                   "a batch read without the registry", alive=process, log_path=log_path)
+        produce(avro_job.bootstrap_servers, avro_job.input_topic, second.values, partitions=4)
+        avro_job.counted_values |= second.counted_values
+        wait_until(lambda: "(tolerance 120s)" in log_path.read_text()[mark:], 300,
+                   "the rebuild waiting for the registry", alive=process, log_path=log_path)
+        registry_back.start()
+        process.wait(400)
+    output = log_path.read_text()
+    assert process.returncode == 0, output[-3000:]
+    assert output[mark:].count("rebuilding the query: schema id") == 1, output[-3000:]
+    verdict = avro_job.verify(*merged(first, more_v1, second))
+    assert verdict.exactly_once, verdict.problems
