@@ -1,5 +1,6 @@
 """spark-submit.sh asks the job where it runs: the master and the checkpoint that the job file,
-the environment and the arguments resolve to (the first line and the second), so that the script
+the environment and the arguments resolve to (the first line and the second), and whether its
+values are Avro (the third: `avro` or `json`, for spark-avro's package), so that the script
 outranks none of them. A bad option ends here, in the job's one line (exit status 2)."""
 
 import sys
@@ -15,3 +16,4 @@ except ConfigError as error:
     sys.exit(2)
 print(config.spark_master)
 print(config.checkpoint_location)
+print("avro" if "avro" in (config.input_format, config.output_format) else "json")

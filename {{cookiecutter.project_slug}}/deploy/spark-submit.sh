@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 SPARK_HOME=${SPARK_HOME:-$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}
 CONF_DIR=src/{{ cookiecutter.package_name }}/conf
-PACKAGES=$(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR; print(KAFKA_CONNECTOR)')
+read -r PACKAGES AVRO_PACKAGE < <(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR, AVRO_PACKAGE; print(KAFKA_CONNECTOR, AVRO_PACKAGE)')
 
 ARGS=("${@:-run}")
 # What the operator set for this submission reaches the job as its own options (they outrank the
@@ -41,6 +41,8 @@ SPARK_MASTER=$(sed -n 1p <<< "$RESOLVED")
 # cluster put it on shared storage every driver attempt can reach (hdfs://, s3a://, gs://,
 # abfss://). A local path is only right for a single-machine run.
 CHECKPOINT_LOCATION=$(sed -n 2p <<< "$RESOLVED")
+# Avro values (input_format or output_format avro): spark-avro, of the same Spark version.
+if [[ "$(sed -n 3p <<< "$RESOLVED")" == avro ]]; then PACKAGES+=",$AVRO_PACKAGE"; fi
 EXTRA_CONF=()
 case "$CHECKPOINT_LOCATION" in
   s3:*|s3a:*)

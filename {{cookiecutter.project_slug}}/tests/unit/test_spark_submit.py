@@ -76,6 +76,7 @@ def test_what_the_operator_sets_overrides_the_job_file_for_the_submission_and_th
     args = submitted["args"]
     assert option(args, "--master") == "yarn"
     assert "hadoop-aws" not in option(args, "--packages")
+    assert "spark-avro" not in option(args, "--packages")  # JSON values: no Avro
     assert submitted["env"] == {f"{PREFIX}SPARK_MASTER": "yarn",
                                 f"{PREFIX}CHECKPOINT_LOCATION": "hdfs:///checkpoints/counts"}
 
@@ -85,3 +86,13 @@ def test_a_bad_option_stops_the_submission_in_one_line(spark_home: Path, tmp_pat
     assert result.returncode == 2 and submitted == {}
     assert "trigger_interval_seconds" in result.stderr + result.stdout
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_avro_values_add_spark_avro_of_the_same_spark(spark_home: Path, tmp_path: Path) -> None:
+    job_file = tmp_path / "prod.toml"
+    job_file.write_text('output_format = "avro"\n[schema_registry]\nurl = "http://registry:8081"\n')
+    result, submitted = submit(spark_home, tmp_path, "run", "--config", str(job_file))
+    assert result.returncode == 0, result.stderr
+    packages = option(submitted["args"], "--packages").split(",")
+    connector = next(package for package in packages if "spark-sql-kafka" in package)
+    assert f"org.apache.spark:spark-avro_2.13:{connector.rsplit(':', 1)[1]}" in packages
