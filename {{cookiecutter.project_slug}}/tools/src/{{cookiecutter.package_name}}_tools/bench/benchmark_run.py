@@ -5,6 +5,7 @@ the summary line (printed last)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib.metadata
 import os
@@ -20,11 +21,16 @@ from typing import Any
 from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR
 
 from ..kafka_local import provide_kafka
+from ..schema_registry import SchemaRegistry
 from .measure import Profile, Run, add_backlog_run, add_latency_run, drop_samples, warm_job_start
 from .microbench import commit_microbench
 from .report import markdown, plots, write_results
 from .stats import CONTENDERS, RESULT_SCHEMA, contender_result, summary, summary_line, validate
 from .workload import warm_broker
+
+# With Avro values: the contenders that read and write them in the JVM. plain_eos would decode in
+# Python; spark_kafka_job's built-in sink writes no batch id, which the answers' schema ends with.
+AVRO_CONTENDERS = ("eos", "alos", "spark_kafka")
 
 
 def _loadavg() -> str:
@@ -36,7 +42,7 @@ def _profile(args: argparse.Namespace) -> Profile:
                    latency_seconds=args.latency_seconds, trigger_seconds=args.trigger_seconds,
                    max_per_batch=args.max_per_batch, commit_shards=args.commit_shards, publish_from=args.publish_from,
                    latency_rounds=args.latency_rounds,
-                   plain_commit_ms=args.plain_commit_ms, seed=args.seed)
+                   plain_commit_ms=args.plain_commit_ms, seed=args.seed, value_format=args.format)
 
 
 SCALING_KEYS = (10, 10_000, 1_000_000)
@@ -133,20 +139,27 @@ def _caught_up(bootstrap: str, base: Profile, workdir: Path, names: list[str], a
     return rows
 
 
-def run_bench(args: argparse.Namespace) -> int:
-    started = time.monotonic()
-    out = Path(args.out).resolve()  # contenders run in their own directories
-    workdir = out / "runs"
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+@contextlib.contextmanager
+def _registry(value_format: str, workdir: Path, log) -> Iterator[SchemaRegistry | None]:
+    """A schema registry for Avro values, stopped after the run; None for JSON."""
+    if value_format != "avro":
+        yield None
+        return
+    registry = SchemaRegistry(workdir / "registry")
+    seconds = registry.start(log=log)
+    log(f"bench: schema registry at {registry.url}, up in {seconds:.1f}s")
+    try:
+        yield registry
+    finally:
+        registry.stop()
+
+
+def _contenders(args: argparse.Namespace, log) -> list[str]:
+    """The contenders asked for that time this job's query in this run's format."""
     names = [n.strip() for n in args.contenders.split(",") if n.strip()]
     unknown = sorted(set(names) - set(CONTENDERS))
     if unknown:
         raise SystemExit(f"bench: unknown contender(s) {unknown}; choose from {', '.join(CONTENDERS)}")
-    profile = _profile(args)
-
-    def log(message: str) -> None:
-        print(message, flush=True)
 
     from {{ cookiecutter.package_name }}.config import JobConfig
     from {{ cookiecutter.package_name }}.pipeline.fingerprint import fingerprint
@@ -155,7 +168,24 @@ def run_bench(args: argparse.Namespace) -> int:
     if not counts and (counting := [n for n in names if n in COUNT_ONLY]):
         names = [n for n in names if n not in COUNT_ONLY]  # they would time another query
         log(f"bench: {', '.join(counting)} count events per key; this job's query computes another answer: not run")
+    if args.format == "avro" and (other := [n for n in names if n not in AVRO_CONTENDERS]):
+        names = [n for n in names if n in AVRO_CONTENDERS]
+        log(f"bench: {', '.join(other)} not run with Avro values (contenders: {', '.join(AVRO_CONTENDERS)})")
+    return names
 
+
+def run_bench(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    out = Path(args.out).resolve()  # contenders run in their own directories
+    workdir = out / "runs"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    profile = _profile(args)
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    names = _contenders(args, log)
     environment: dict[str, Any] = {
         "cpus": os.cpu_count(), "loadavg_before": _loadavg(), "python": platform.python_version(),
         "pyspark": importlib.metadata.version("pyspark"),
@@ -164,14 +194,17 @@ def run_bench(args: argparse.Namespace) -> int:
     contenders: dict[str, dict[str, Any]] = {}
     environment["spark_kafka_connector"] = KAFKA_CONNECTOR
 
-    with provide_kafka(workdir) as kafka:
+    with provide_kafka(workdir) as kafka, _registry(args.format, workdir, log) as registry:
         log(kafka.describe())
+        if registry is not None:
+            profile = dataclasses.replace(profile, registry=registry.url)
+            environment["schema_registry"] = "Apicurio Registry (a process)"
         environment["kafka"] = kafka.provider
         warm_up = min(profile.events, BROKER_WARM_UP_EVENTS)
         log(f"bench: warming the broker up with {warm_up} events (untimed)")
         environment["broker_warm_up_s"] = round(warm_broker(kafka.bootstrap_servers, profile.partitions, warm_up), 1)
         if {"eos", "alos", "spark_kafka_job"} & set(names):
-            warm_job_start(kafka.bootstrap_servers, workdir, log)
+            warm_job_start(kafka.bootstrap_servers, workdir, log, profile)
         for round_number in range(1, args.rounds + 1):
             # Every other round in reverse order: whatever drifts during a run (the broker's JIT
             # and caches, the machine) favours no contender; each one's figure is the median.

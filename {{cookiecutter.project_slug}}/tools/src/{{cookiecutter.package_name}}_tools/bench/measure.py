@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
@@ -23,9 +24,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }}.config import JobConfig
 
 from ..kafka_io import create_topics, delete_topics
+from ..value_formats import JSON, AvroValues, Values
 from .contender_process import Contender
 from .profile import progress_profile, read_progress, sink_log_profile, sink_stages_profile
 from .stats import contender_result, distribution, events_per_second, output_latencies
@@ -66,6 +69,8 @@ class Profile:
     plain_commit_ms: float = 100.0
     seed: int = 6
     timeout: float = 420.0
+    value_format: str = "json"  # the input's and the output's values: json, or avro under `registry`
+    registry: str = ""  # the schema registry's URL, for avro
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,8 +146,24 @@ class Run:
         self.key_field = JobConfig().key_field
         self.keys = Keys.of(profile.keys)
         self.stream = EventStream(self.keys, self.key_field, profile.seed
-                                  {%- if cookiecutter.query == "windowed-count" %}, event_time(JobConfig()){% endif %})
+                                  {%- if cookiecutter.query == "windowed-count" %}, event_time(JobConfig()){% endif %},
+                                  values=self._values(self.input, {self.key_field: "string", "seq": "int",
+                                                                   "ts_ms": "float"}))
         self.result = contender_result(name)
+
+    def _values(self, topic: str, fields: dict[str, str]) -> Values:
+        """A topic's format in this run: JSON, or Avro under the topic's subject."""
+        if self.profile.value_format != "avro":
+            return JSON
+        return AvroValues({"url": self.profile.registry}, f"{topic}-value", fields)
+
+    def _avro_settings(self) -> dict[str, str]:
+        """The job's options for Avro in and out, under the topics' subjects, its answers' schema the project's."""
+        if self.profile.value_format != "avro":
+            return {}
+        schema = Path({{ cookiecutter.package_name }}.__file__).resolve().parents[2] / "schemas" / "output.avsc"
+        return {"input_format": "avro", "output_format": "avro", "schema_registry.url": self.profile.registry,
+                "output_schema": str(schema)}
 
     def command(self) -> list[str]:
         p = self.profile
@@ -159,6 +180,7 @@ class Run:
                 "filter": self.keys.filter_expression(self.key_field), "commit_shards": str(p.commit_shards),
                 "publish_from": p.publish_from,
                 "restart_delay_seconds": "1",
+                **self._avro_settings(),
             }
             command = [*python, f"{__package__}.jobproc", "--progress-file", str(self.progress_file)]
             if self.name == "spark_kafka_job":
@@ -172,7 +194,8 @@ class Run:
                     "--checkpoint", str(self.checkpoint), "--key-field", self.key_field,
                     "--filter", self.keys.filter_expression(self.key_field), "--progress-file", str(self.progress_file),
                     "--trigger-seconds", str(p.trigger_seconds), "--max-per-trigger", str(p.max_per_batch),
-                    "--shuffle-partitions", str(p.shuffle_partitions)]
+                    "--shuffle-partitions", str(p.shuffle_partitions),
+                    *(["--registry", p.registry] if p.value_format == "avro" else [])]
         if self.name == "plain_eos":
             command = [*python, f"{__package__}.plain", "--bootstrap", self.bootstrap, "--input", self.input,
                        "--output", self.output, "--key-field", self.key_field, "--group", f"group-{self.sink_id}",
@@ -187,7 +210,7 @@ class Run:
         create_topics(self.bootstrap, {self.input: p.partitions, self.output: 2, self.dead: 1})
         produce_plain(self.bootstrap, self.input, p.partitions, self.stream, p.warmup)
         contender = Contender(self.name, self.command(), self.workdir)
-        tail = OutputTail(self.bootstrap, self.output)
+        tail = OutputTail(self.bootstrap, self.output, self._values(self.output, {}))
         tail.start()
         contender.start()
         try:
@@ -309,9 +332,10 @@ class Run:
         return profile
 
 
-def warm_job_start(bootstrap: str, workdir: Path, log=print) -> None:
+def warm_job_start(bootstrap: str, workdir: Path, log=print, profile: Profile | None = None) -> None:
     """One untimed start and clean stop of the job, as on any host where it ran before: its
     connector's jars are known and its driver JVM's class archive is written (resolved_jars.py,
     class_archive.py). Spark's own pipeline resolves its connector at every start, as teams run it."""
     log("bench: one untimed start and stop of the job (its jar list and class archive, as after any earlier run)")
-    Run("eos", bootstrap, Profile(events=0, latency_seconds=0), workdir).measure(latency=False, backlog=False, log=log)
+    warm = dataclasses.replace(profile or Profile(), events=0, latency_seconds=0)  # its values' format: its packages
+    Run("eos", bootstrap, warm, workdir).measure(latency=False, backlog=False, log=log)

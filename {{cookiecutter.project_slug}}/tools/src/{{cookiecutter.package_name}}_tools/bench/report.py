@@ -162,13 +162,20 @@ def _in_rounds(rounds: int) -> str:
     return f" in each of {rounds} rounds (percentiles over all)" if rounds > 1 else ""
 
 
+def _values(profile: dict[str, Any]) -> str:
+    """The values' format, where it is not JSON."""
+    if profile.get("value_format", "json") == "json":
+        return ""
+    return ", Avro values in and out under a schema registry (its wire format)"
+
+
 def markdown(results: dict[str, Any]) -> str:
     profile = results["profile"]
     env = results["environment"]
     lines = [
         "# Benchmark: the cost of exactly-once", "",
-        f"{profile['events']:,} events backlog over {profile['partitions']} partitions, {profile['keys']:,} keys; "
-        f"latency at {profile['rate']:g} events/s for {profile['latency_seconds']:g}s"
+        f"{profile['events']:,} events backlog over {profile['partitions']} partitions, {profile['keys']:,} keys"
+        f"{_values(profile)}; latency at {profile['rate']:g} events/s for {profile['latency_seconds']:g}s"
         f"{_in_rounds(profile.get('latency_rounds', 1))}; trigger "
         f"{profile['trigger_seconds']:g}s, at most {profile['max_per_batch']:,} records per batch; "
         f"{env.get('cpus')} CPUs, load average {env.get('loadavg_before')} → {env.get('loadavg_after')}; "

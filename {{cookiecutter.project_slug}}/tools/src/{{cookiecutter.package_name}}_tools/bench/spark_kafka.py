@@ -1,6 +1,11 @@
 """Contender 3: Spark's built-in Kafka source and sink (the JVM connector), the same parse,
 filter and count (groupBy count, update mode, RocksDB state as this job), at-least-once.
 
+With `--registry`, Avro in the registry's wire format as teams write it by hand for Spark: the
+header cut off with `substring`, the body read by `from_avro` with the input subject's latest
+schema (one writer schema, no dead letters); the counts written by `to_avro` behind a header of
+the schema id registered for them.
+
 The connector comes the way a team gets it for Spark's own pipeline: `spark.jars.packages`,
 resolved by Ivy (from its cache) at every start, in the version of the installed pyspark. The
 job's own starts take the jars a first resolution found from the class path (resolved_jars.py)
@@ -12,6 +17,7 @@ and compile with C1 alone (session.QUICK_JIT): tricks of the job's, not the base
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from .progress import record_progress
@@ -29,12 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-per-trigger", type=int, default=50_000)
     parser.add_argument("--shuffle-partitions", type=int, default=2)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--registry", help="Avro in and out under this schema registry (the topics' subjects)")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
 
     from {{ cookiecutter.package_name }}.kafka.client import FETCH_MAX_WAIT_MS
-    from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR, checkpoint_conf, spark_session
+    from {{ cookiecutter.package_name }}.spark.session import (
+        AVRO_PACKAGE,
+        KAFKA_CONNECTOR,
+        checkpoint_conf,
+        spark_session,
+    )
 
     # The job's session for its checkpoint (job.spark_session): like for like, except for what a
     # team's own pipeline would not have: the connector is resolved at every start (a [spark]
@@ -42,10 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     # default, C1 then C2 (the job's session.QUICK_JIT is the job's own).
     spark = spark_session("bench-spark-kafka", args.master, args.shuffle_partitions,
                           conf={**checkpoint_conf(args.checkpoint), "spark.jars.packages": KAFKA_CONNECTOR,
-                                "spark.driver.extraJavaOptions": JVM_DEFAULT_JIT})
+                                "spark.driver.extraJavaOptions": JVM_DEFAULT_JIT},
+                          packages=(AVRO_PACKAGE,) if args.registry else ())  # resolved with the connector
     progress = record_progress(spark, args.progress_file)
     key = args.key_field
-    events = (
+    source = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
         .option("subscribe", args.input)
@@ -54,13 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         .option("kafka.isolation.level", "read_committed")
         .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # the job's source setting: like for like
         .load()
-        .select(F.from_json(F.col("value").cast("string"), f"`{key}` STRING").alias("event"))
-        .select(F.col(f"event.`{key}`").alias(key))
     )
+    if args.registry:
+        avro = AvroByHand(args.registry, f"{args.input}-value", f"{args.output}-value")
+        events = source.select(avro.decoded(F.col("value")).alias("event")).select(F.col(f"event.`{key}`").alias(key))
+    else:
+        events = (source.select(F.from_json(F.col("value").cast("string"), f"`{key}` STRING").alias("event"))
+                  .select(F.col(f"event.`{key}`").alias(key)))
     counts = events.where(F.col(key).isNotNull() & F.expr(args.filter)).groupBy(key).count()
+    answer = F.struct(F.col(key).alias("key"), F.col("count").alias("count"))
     output = counts.select(
         F.col(key).alias("key"),
-        F.to_json(F.struct(F.col(key).alias("key"), F.col("count").alias("count"))).alias("value"),
+        (avro.encoded(answer) if args.registry else F.to_json(answer)).alias("value"),
     )
     query = (
         output.writeStream.format("kafka").outputMode("update")
@@ -75,6 +93,36 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
         progress.close()
+
+
+class AvroByHand:
+    """The registry's wire format as a team's own Spark code handles it: the input subject's
+    latest schema read once, the answers' schema registered once."""
+
+    ANSWER = json.dumps({"type": "record", "name": "Count", "fields": [{"name": "key", "type": "string"},
+                                                                       {"name": "count", "type": "long"}]})
+
+    def __init__(self, registry: str, input_subject: str, output_subject: str) -> None:
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+        client = SchemaRegistryClient({"url": registry})
+        writer = client.get_latest_version(input_subject).schema.schema_str
+        if writer is None:
+            raise RuntimeError(f"subject {input_subject!r} has no schema")
+        self.writer = writer
+        self.answer_id = client.register_schema(output_subject, Schema(self.ANSWER, "AVRO"))
+
+    def decoded(self, value):
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import from_avro
+
+        return from_avro(F.substring(value, 6, 2**31 - 1), self.writer)  # the body: after the 5-byte header
+
+    def encoded(self, answer):
+        from pyspark.sql import functions as F
+        from pyspark.sql.avro.functions import to_avro
+
+        return F.concat(F.lit(b"\x00" + self.answer_id.to_bytes(4, "big")), to_avro(answer, self.ANSWER))
 
 
 def serve(query) -> int:

@@ -19,6 +19,7 @@ from {{ cookiecutter.package_name }}.config import JobConfig
 
 from ..kafka_io import create_topics, delete_topics, produce
 from ..sample import SAMPLE_KEYS
+from ..value_formats import JSON, Values
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,10 @@ class EventStream:
     """Deterministic events; remembers what each counted output key got and when it was produced."""
 
     def __init__(self, keys: Keys, key_field: str, seed: int{% if cookiecutter.query == "windowed-count" %},
-                 event_time: EventTime | None = None{% endif %}) -> None:
+                 event_time: EventTime | None = None{% endif %}, values: Values = JSON) -> None:
         self.keys = keys
         self.key_field = key_field
+        self.values = values  # the input's format (value_formats.py)
 {%- if cookiecutter.query == "windowed-count" %}
         self.event_time = event_time
 {%- endif %}
@@ -94,7 +96,7 @@ class EventStream:
         if self.event_time is not None:
             event[self.event_time.field] = int(produced_at * 1000)
 {%- endif %}
-        return json.dumps(event).encode()
+        return self.values.event_value(event)
 
     @property
     def expected_total(self) -> int:
@@ -207,9 +209,10 @@ class OutputTail(threading.Thread):
     time it became visible here, and the latest count of every key (for an append output, the
     number of its records)."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, values: Values = JSON) -> None:
         super().__init__(daemon=True, name="bench-output-tail")
         self.bootstrap, self.topic = bootstrap, topic
+        self.values = values  # the output's format
         self.records: list[OutputRecord] = []
         self.latest: dict[str, int] = {}
         self.total = 0
@@ -257,7 +260,7 @@ class OutputTail(threading.Thread):
                     if message.error().code() != KafkaError._PARTITION_EOF:
                         self.error = str(message.error())
                     continue
-                value = json.loads(message.value())
+                value = json.loads(self.values.as_json(message.value()))
                 key = str(value["key"])
                 # A count says how many of the key's events it covers; a record of an append output
                 # (the stateless query) stands for one event: the key's n-th record, its n-th event.
