@@ -1,10 +1,11 @@
 """Copy a benchmark run's results into .ci/bench-results/ and rewrite the measured section of
 docs/performance.md from them, so that no figure there is typed by hand. `make bench-startup`'s
 results, when the run directory has them (its startup/), are published beside. A run of another
-query shape than the default (`make bench QUERY=stateless`) has a section and a results folder
-of its own (`.ci/bench-results/<shape>/`).
+query shape than the default (`make bench QUERY=stateless`), or with Avro values (`make bench
+FORMAT=avro`), has a section and a results folder of its own (`.ci/bench-results/<shape>/`,
+`.ci/bench-results/<shape>-avro/`).
 
-    python .ci/publish_bench.py bench/color-counts/bench-out [<query shape>]
+    python .ci/publish_bench.py bench/color-counts/bench-out [<query shape> [<format>]]
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ def machine() -> str:
 DEFAULT_QUERY = "count-by-key"
 
 
-def main(run_dir: str, query: str = DEFAULT_QUERY) -> None:
+def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json") -> None:
     source = Path(run_dir)
-    kept = KEPT if query == DEFAULT_QUERY else KEPT / query
-    start, end = (START, END) if query == DEFAULT_QUERY else (f"<!-- bench-{query}:start -->",
-                                                               f"<!-- bench-{query}:end -->")
-    images = "../.ci/bench-results" + ("" if query == DEFAULT_QUERY else f"/{query}")
-    command = "`make bench`" if query == DEFAULT_QUERY else f"`make bench QUERY={query}`"
+    default = query == DEFAULT_QUERY and value_format == "json"
+    name = query if value_format == "json" else f"{query}-{value_format}"  # the run's section and folder
+    kept = KEPT if default else KEPT / name
+    start, end = (START, END) if default else (f"<!-- bench-{name}:start -->", f"<!-- bench-{name}:end -->")
+    images = "../.ci/bench-results" + ("" if default else f"/{name}")
+    arguments = ([] if query == DEFAULT_QUERY else [f"QUERY={query}"]) + ([] if value_format == "json"
+                                                                          else [f"FORMAT={value_format}"])
+    command = f"`{' '.join(['make bench', *arguments])}`"
     kept.mkdir(parents=True, exist_ok=True)
     for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png",
                  "scaling-keys.png"):
@@ -66,8 +70,9 @@ def main(run_dir: str, query: str = DEFAULT_QUERY) -> None:
     ])
     page = ROOT / "docs" / "performance.md"
     text = page.read_text()
-    if start not in text:  # a shape's first run: its section goes last
-        text = f"{text.rstrip()}\n\n## The {query} query\n\n{start}\n{end}\n"
+    if start not in text:  # a shape's (or a format's) first run: its section goes last
+        title = f"The {query} query" + ("" if value_format == "json" else f", {value_format.capitalize()} values")
+        text = f"{text.rstrip()}\n\n## {title}\n\n{start}\n{end}\n"
     before, _, rest = text.partition(start)
     _, _, after = rest.partition(end)
     page.write_text(before + section + after)
@@ -84,4 +89,4 @@ def _startup_section(startup: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])
