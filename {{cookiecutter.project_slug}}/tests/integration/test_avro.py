@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.schema_registry import Schema
 
 from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.sample import configured_sample
@@ -143,6 +144,25 @@ def test_an_output_schema_that_does_not_fit_the_answer_stops_the_start_in_one_li
     assert run.returncode == 2, run.stdout[-3000:]
     assert_stops_in_one_line(run.stdout, "error: configuration option 'output_schema': ")
 
+
+
+def test_an_output_schema_the_registry_refuses_or_lacks_stops_the_start_in_one_line(avro_job, schema_registry):
+    """`register`: a schema the registry calls incompatible with the subject's versions (BACKWARD
+    there); `existing`: a schema not registered under the subject. Nothing is published."""
+    produce_sample(avro_job, count=10, seed=5, partitions=4, malformed_rate=0.0)
+    absent = avro_job.run(output_schema_registration="existing")
+    assert absent.returncode == 2, absent.stdout[-3000:]
+    assert_stops_in_one_line(absent.stdout, "error: configuration option 'output_schema_registration': ")
+    client = schema_registry.client()
+    subject = f"{avro_job.output_topic}-value"
+    client.set_compatibility(subject_name=subject, level="BACKWARD")
+    before = {"type": "record", "name": "counts", "fields": [{"name": "key", "type": "long"}]}
+    client.register_schema(subject, Schema(json.dumps(before), "AVRO"))
+    refused = avro_job.run()
+    assert refused.returncode == 2, refused.stdout[-3000:]
+    assert_stops_in_one_line(refused.stdout, "error: configuration option 'output_schema': ")
+    assert "refuses it under subject" in refused.stdout.splitlines()[-1], refused.stdout[-3000:]
+    assert avro_job.published(settle=0).records() == 0
 
 @pytest.fixture
 def registry_back(schema_registry: SchemaRegistry) -> Iterator[SchemaRegistry]:

@@ -2,8 +2,8 @@
 Schema Registry, Apicurio Registry's `/apis/ccompat/v7`, Karapace) through confluent-kafka's
 client. Asked when a query is built: the input subject's versions, the ids a re-run batch holds,
 the answers' schema. A registry that does not answer is waited for within
-schema_registry_tolerance_seconds; a schema id's text never changes, so what it said is kept for
-the life of the process."""
+schema_registry_tolerance_seconds; a schema id's text never changes, so an id is asked once per
+build."""
 
 from __future__ import annotations
 

@@ -5,11 +5,12 @@ into the reader schema, the subject's latest version; `[schema]`'s fields taken 
 not decode is a dead letter with its reason, its raw bytes kept.
 
 An id the query's plan has no schema for fails the batch, nothing of it published, with a
-message that has the job build the query again (failures.Outcome.REBUILD): the new plan (formats/avro_input.py) asks the
-registry for the subject's versions again and judges every id of the batch it re-runs (an id of
-another subject or none is a dead letter from then on). A producer that moves to a new version of
-the subject in the middle of a run costs one rebuild; the registry registers an id before any
-record carries it, so a batch planned after that holds nothing the rebuild cannot read.
+message that has the job build the query again (failures.Outcome.REBUILD): the new plan
+(formats/avro_input.py) asks the registry for the subject's versions again and judges every id
+of the batch it re-runs (an id of another subject or none is a dead letter from then on). A
+producer that moves to a new version of the subject in the middle of a run costs one rebuild; the
+registry registers an id before any record carries it, so a batch planned after that holds
+nothing the rebuild cannot read.
 
 Limits: trailing bytes after a body are not noticed (Avro's binary encoding has no end marker);
 a body written with another schema that happens to decode with its id's is read as that."""
