@@ -95,8 +95,12 @@ class JobUnderTest:
             **self.options}
 
     def config(self) -> JobConfig:
-        """The job's configuration as its runs get it (their formats: value_formats.py)."""
-        return load_config(None, self.settings(), environ={})
+        """The job's configuration as its runs get it, but for its S3 and Kafka client tables, whose
+        secrets (`${VAR}`) only a run's own environment may hold: what the proof reads of it is the
+        query and the values' formats (value_formats.py)."""
+        settings = {name: value for name, value in self.settings().items()
+                    if name.partition(".")[0] not in ("s3", "kafka")}
+        return load_config(None, settings, environ={**os.environ, **self.launcher_env})
 
     def start(self, fault: str | None = None, fault_batch: int = 0, fault_mode: str = "kill", until_idle: int = 3,
               extra_env: dict[str, str] | None = None, **options: str) -> tuple[subprocess.Popen, Path]:
