@@ -262,10 +262,11 @@ def test_the_rules_read_prose_not_code(tmp_path: Path) -> None:
         "README.md:4: (docs/guarantee.md, 3): its numbered list has 2 items",
     ]
     assert history_words(document, tmp_path) == ["README.md:5: commit hash 1a2b3c4"]
-    # The two words of a story the rule must find, beside a Spark session, a hex word and a number.
-    word, reference = "session", "issue 12"
-    sample = "Run 2 of this {word} ({reference}), not a SparkSession; deadbeef is a word, 1234567 a number."
+    # The rule's first word (read from its pattern) and a numbered reference, beside a SparkSession,
+    # a hex word and a number, which it must leave alone.
+    word, reference = re.search(r"\(\?:(\w+)\|", HISTORY.pattern).group(1), "#12"
+    sample = "A line with {word} in it ({reference}), not a SparkSession; deadbeef is a word, 1234567 a number."
     document.write_text(sample.format(word=word, reference=reference) + "\n")
-    expected = ["README.md:1: '{word}': ...Run 2 of this {word} ({reference}), not a SparkSessio...",
-                "README.md:1: '{reference}': ...Run 2 of this {word} ({reference}), not a SparkSession; deadbee..."]
+    expected = ["README.md:1: '{word}': ...A line with {word} in it ({reference}), not a SparkSessi...",
+                "README.md:1: '{reference}': ...A line with {word} in it ({reference}), not a SparkSession; deadbee..."]
     assert history_words(document, tmp_path) == [line.format(word=word, reference=reference) for line in expected]
