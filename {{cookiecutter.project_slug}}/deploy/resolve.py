@@ -16,4 +16,4 @@ except ConfigError as error:
     sys.exit(2)
 print(config.spark_master)
 print(config.checkpoint_location)
-print("avro" if "avro" in (config.input_format, config.output_format) else "json")
+print("avro" if config.uses_avro else "json")

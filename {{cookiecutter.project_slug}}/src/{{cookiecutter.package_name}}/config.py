@@ -210,6 +210,11 @@ class JobConfig:
     def exactly_once(self) -> bool:
         return self.delivery_guarantee == "exactly-once"
 
+    @property
+    def uses_avro(self) -> bool:
+        """Whether any of the job's values are Avro: it then needs spark-avro and the schema registry."""
+        return "avro" in (self.input_format, self.output_format)
+
     def with_overrides(self, **values: Any) -> JobConfig:
         return validated(dataclasses.replace(self, **values))
 
@@ -437,8 +442,7 @@ def _check_client_settings(config: JobConfig) -> None:
     for name in config.s3:
         if name not in S3_SETTINGS:
             raise ConfigError(f"s3.{name}", f"unknown S3 setting; known: {', '.join(S3_SETTINGS)}")
-    uses_registry = "avro" in (config.input_format, config.output_format)
-    if uses_registry and not config.schema_registry.get("url", "").strip():
+    if config.uses_avro and not config.schema_registry.get("url", "").strip():
         raise ConfigError("schema_registry.url", "required with input_format or output_format avro: the schema "
                                                  "registry's address, e.g. http://registry:8081")
     for name in config.spark:

@@ -242,9 +242,9 @@ _STATE_LAYOUT_CHANGED = frozenset({"STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STA
 _KAFKA_RETRIABLE = "org.apache.kafka.common.errors.RetriableException"
 _KAFKA_AUTHORIZATION = "org.apache.kafka.common.errors.AuthorizationException"
 _SPARK_THROWABLE = "org.apache.spark.SparkThrowable"
-# A query's own `raise_error` (formats/avro_input.py: a schema id its plan does not know).
+# A query's own `raise_error` (pipeline/avro_parsing.py: a schema id its plan does not know).
 _USER_RAISED = "USER_RAISED_EXCEPTION"
-# What such an error's message starts with when the query must be built again (avro_input.NEW_SCHEMA_ID).
+# What such an error's message holds when the query must be built again.
 REBUILD_MARK = "rebuild the query: "
 
 

@@ -44,7 +44,7 @@ def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_sl
                   ) -> SparkSession:
     """`write_class_archive`: the start is the job's own `run` (session.spark_session)."""
     json_logs = config.log_format == "json"
-    avro = (AVRO_PACKAGE,) if "avro" in (config.input_format, config.output_format) else ()
+    avro = (AVRO_PACKAGE,) if config.uses_avro else ()
     if not object_store.on_s3(config.checkpoint_location):
         conf = {**checkpoint_conf(config.checkpoint_location), **config.spark}
         return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, conf,
@@ -77,17 +77,19 @@ def parse(records: DataFrame, config: JobConfig, avro: avro_input.AvroInput | No
     return decode(records, event_schema(config, avro))
 
 
-def registry(config: JobConfig, stopping: threading.Event | None = None) -> Registry:
+def registry(config: JobConfig, stopping: threading.Event | None = None) -> Registry | None:
+    """The schema registry, for a job with Avro values (one per build of the query); None otherwise."""
+    if not config.uses_avro:
+        return None
     return Registry(config.schema_registry, config.schema_registry_tolerance_seconds, stopping)
 
 
-def input_plan(spark: SparkSession, config: JobConfig, stopping: threading.Event | None = None
-               ) -> avro_input.AvroInput | None:
+def input_plan(spark: SparkSession, config: JobConfig, schemas: Registry | None) -> avro_input.AvroInput | None:
     """For Avro input, what the registry says now: the subject's versions, and the ids of the batch
     a start runs again judged (formats/avro_input.py); None for JSON."""
-    if config.input_format != "avro":
+    if config.input_format != "avro" or schemas is None:
         return None
-    return avro_input.plan(config, registry(config, stopping), ids_of_the_pending_batch(spark, config))
+    return avro_input.plan(config, schemas, ids_of_the_pending_batch(spark, config))
 
 
 def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None) -> DataFrame | None:
@@ -103,15 +105,18 @@ def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None
 
 
 def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
-                  stopping: threading.Event | None = None, avro: avro_input.AvroInput | None = None
-                  ) -> tuple[DataStreamWriter, KafkaSink]:
+                  stopping: threading.Event | None = None, avro: avro_input.AvroInput | None = None,
+                  schemas: Registry | None = None) -> tuple[DataStreamWriter, KafkaSink]:
     """The query's writer, and its sink (which says what it published for a batch); `avro`: the
-    Avro input's plan, which the dead letters' read-back decodes with too."""
+    Avro input's plan, which the dead letters' read-back decodes with too; `schemas`: the registry
+    of this build (one is made for Avro output without it)."""
     settings = savepoints.sink_settings(config, origin)
     read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config, avro))
     output = None
     if config.output_format == "avro":
-        output = avro_output.prepare(config, answer_type(changes.frame), registry(config, stopping))
+        schemas = schemas or registry(config, stopping)
+        assert schemas is not None  # output_format avro: config.uses_avro
+        output = avro_output.prepare(config, answer_type(changes.frame), schemas)
     records = encode(changes.frame, config.output_topic, config.dead_letter_topic, output)
     if config.delivery_guarantee != AT_LEAST_ONCE:  # each record's hash and commit shard, in the query's own plan
         records = for_commit(records, settings.shards)
@@ -130,10 +135,11 @@ def build_query(spark: SparkSession, config: JobConfig, origin: Origin | None,
                 stopping: threading.Event | None = None) -> tuple[DataStreamWriter, KafkaSink]:
     """`config`: as the checkpoint runs it (savepoints.apply_origin with `origin`); `stopping`: the
     runner's gate, set when the job stops (sink/kafka_sink.py)."""
-    avro = input_plan(spark, config, stopping)
+    schemas = registry(config, stopping)  # one client for the build: the input's plan and the output's schema
+    avro = input_plan(spark, config, schemas)
     events = parse(read_events(spark, config), config, avro)
     changes = steps.changes(events, config, savepoint_seed(spark, config, origin))
-    return write_changes(changes, config, origin, stopping, avro)
+    return write_changes(changes, config, origin, stopping, avro, schemas)
 
 
 def answer_avro_schema(spark: SparkSession, config: JobConfig) -> dict:

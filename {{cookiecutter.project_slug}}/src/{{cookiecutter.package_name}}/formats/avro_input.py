@@ -15,7 +15,7 @@ from ..failures import ConfigError
 from .registry import Registry, Subject
 
 # A field only the reader schema has, default true: null after from_avro means the body did not
-# decode (PERMISSIVE mode gives a null record then).
+# decode (PERMISSIVE mode then gives a record whose every field is null, not a null record).
 DECODED = "_decoded_by_the_job"
 # Avro types each `[schema]` type reads (a union with null reads as its other branch, null a dead letter).
 READS = {"string": ("string", "enum"), "int": ("int", "long"), "float": ("float", "double", "int", "long"),

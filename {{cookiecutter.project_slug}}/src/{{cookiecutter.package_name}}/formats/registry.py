@@ -22,8 +22,6 @@ T = TypeVar("T")
 
 # HTTP statuses that say the registry is in the way for now, not that the request is wrong.
 _TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-# Confluent's error codes: no such subject, no such version, no such schema (id).
-_SUBJECT_NOT_FOUND, _VERSION_NOT_FOUND, _SCHEMA_NOT_FOUND = 40401, 40402, 40403
 
 
 @dataclass(frozen=True)
