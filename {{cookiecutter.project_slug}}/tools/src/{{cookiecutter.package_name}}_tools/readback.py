@@ -13,6 +13,8 @@ from typing import cast
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from .value_formats import JSON
+
 # A producer's commit returns once its coordinator has logged the decision; the markers that
 # make the records readable reach the partitions a moment later. A read right after a commit
 # waits this long for them (a transaction a killed producer left open never settles: then the
@@ -24,10 +26,6 @@ Answer = dict[str, object]  # an output record's value, without the batch id the
 Headers = tuple[tuple[str, bytes | None], ...]  # a record's headers, in order
 OUTPUT, DEAD_LETTER = "output", "dead-letter"  # a record's role: which of the job's two topics holds it
 AsJson = Callable[[bytes], bytes]  # an output value in JSON, from its format (value_formats.py)
-
-
-def _same(value: bytes) -> bytes:
-    return value
 
 
 @dataclass(frozen=True, order=True)
@@ -81,7 +79,7 @@ def read_positions(bootstrap_servers: str, topic: str, timeout: float = 60.0
             for message in _read(bootstrap_servers, topic, "read_committed", timeout, SETTLE_SECONDS)]
 
 
-def batch_header_mismatches(bootstrap_servers: str, topic: str, as_json: AsJson = _same) -> list[str]:
+def batch_header_mismatches(bootstrap_servers: str, topic: str, as_json: AsJson = JSON.as_json) -> list[str]:
     """The committed records whose `batch_id` header is not the `batch_id` of their value
     (`as_json`: the value in JSON, from the topic's format)."""
     mismatches = []
@@ -153,7 +151,7 @@ def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float, se
 
 
 def read_records(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
-                 settle: float = SETTLE_SECONDS, as_json: AsJson = _same) -> list[Record]:
+                 settle: float = SETTLE_SECONDS, as_json: AsJson = JSON.as_json) -> list[Record]:
     """Every record a read_committed consumer sees on the job's two topics, in each partition's
     order, each value in JSON (`as_json`: the output's, from its format; dead letters are JSON);
     `settle=0` reads at once, where a transaction is known to be left open."""
@@ -171,7 +169,7 @@ def read_records(bootstrap_servers: str, output_topic: str, dead_letter_topic: s
 
 
 def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
-                   settle: float = SETTLE_SECONDS, as_json: AsJson = _same) -> Published:
+                   settle: float = SETTLE_SECONDS, as_json: AsJson = JSON.as_json) -> Published:
     """What a read_committed consumer sees, as answers per key and dead letters."""
     published = Published()
     for record in read_records(bootstrap_servers, output_topic, dead_letter_topic, settle, as_json):
