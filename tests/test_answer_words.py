@@ -1,7 +1,7 @@
 """Every answer's documents fit the answers: renderings with changed answers hold none of the
 defaults' words where they do not belong. What a team reads (the README, docs/, the deployment
 files, the job file, the Makefile) names its own key field, topics and project; says what its
-delivery guarantee gives; speaks of its own query shape; and names no `make` target the
+delivery guarantee gives; speaks of its own query shape and values' format; and names no `make` target the
 rendering does not have (its links and file references: test_documents.py). One rendering per
 kind of change, shared with the other tests that read it (conftest's rendered_with)."""
 
@@ -48,6 +48,11 @@ def stateless(rendered_with: Callable[..., Path]) -> Path:
 @pytest.fixture(scope="module")
 def windowed(rendered_with: Callable[..., Path]) -> Path:
     return rendered_with(query="windowed-count")
+
+
+@pytest.fixture(scope="module")
+def avro(rendered_with: Callable[..., Path]) -> Path:
+    return rendered_with(value_format="avro")
 
 
 @pytest.fixture(scope="module")
@@ -105,12 +110,18 @@ def test_a_stateless_rendering_speaks_of_its_own_query(stateless: Path, words: s
     assert not found, "a stateless rendering speaks of what it does not do:\n" + "\n".join(found)
 
 
+@pytest.mark.parametrize("words", [r"\bnot JSON\b", r"the JSON events", r"m\.value\(\)\.decode\(\)"])
+def test_an_avro_rendering_speaks_of_its_own_values(avro: Path, words: str) -> None:
+    found = occurrences(documents(avro), words)
+    assert not found, "an Avro rendering speaks of JSON values:\n" + "\n".join(found)
+
+
 def test_a_rendering_without_deployment_names_none_of_it(undeployed: Path) -> None:
     found = occurrences(documents(undeployed), r"make image|spark-submit\.sh|deploy/k8s|kubectl")
     assert not found, "a rendering without deployment files names them:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("fixture", ["renamed", "stateless", "windowed", "undeployed"])
+@pytest.mark.parametrize("fixture", ["renamed", "stateless", "windowed", "avro", "undeployed"])
 def test_every_make_target_named_is_the_renderings_own(fixture: str, request: pytest.FixtureRequest) -> None:
     project: Path = request.getfixturevalue(fixture)
     makefile = (project / "Makefile").read_text()

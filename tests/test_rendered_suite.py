@@ -31,9 +31,9 @@ def test_rendered_project_suites_pass(rendered_lanes: Lanes | None, capsys: pyte
     share of its time waiting on Kafka, Spark and its processes, which the other lane and the
     template's own tests use. Tests of `make test` named in MOVED run in the cluster lane, after
     `make test-cluster`, in one session, so that the two lanes end together; every test of both
-    targets runs once, but those LEFT_OUT. Each lane then runs one of the other query shapes'
-    proof (SHAPE_TESTS): the stateless query after `make test`, the windowed count (the longer
-    one) after the cluster lane's moved tests."""
+    targets runs once, but those LEFT_OUT. Each lane then runs other renderings' proof
+    (RENDERING_TESTS): the stateless query after `make test`; the Avro values' and the windowed
+    count's after the cluster lane's moved tests."""
     assert rendered_lanes is not None, "conftest.rendered_lanes starts the lanes when this test is selected"
     moved = " ".join(MOVED)
     with capsys.disabled():  # stream the inner suite's output: CI logs show every test and the broker line
@@ -43,13 +43,13 @@ def test_rendered_project_suites_pass(rendered_lanes: Lanes | None, capsys: pyte
         walls = {"make test": time.monotonic() - rendered_lanes.started}
         cluster = rendered_lanes.cluster.wait()
         walls["make test-cluster"] = time.monotonic() - rendered_lanes.started
-        print(f"\n=== rendered project cluster lane: make test-cluster, then {moved}, then the windowed-count "
-              f"shape's tests (ended {walls['make test-cluster']:.0f}s after both began):\n"
+        print(f"\n=== rendered project cluster lane: make test-cluster, then {moved}, then the Avro and the windowed-count "
+              f"renderings' tests (ended {walls['make test-cluster']:.0f}s after both began):\n"
               f"{rendered_lanes.cluster_log.read_text(errors='replace')}", flush=True)
         # Where the lanes' minutes went: CPU seconds per lane and per test (cpu_accounts.py).
         print(f"\n=== where the lanes' time went (CPU from each lane's cgroup; the machine's over the same "
               f"span; the costliest tests):\n{rendered_lanes.cpu_table(walls)}", flush=True)
-    lanes = (("make test or the stateless shape's tests", suite),
-             (f"make test-cluster, {moved} or the windowed-count shape's tests", cluster))
+    lanes = (("make test or the stateless rendering's tests", suite),
+             (f"make test-cluster, {moved}, the Avro or the windowed-count rendering's tests", cluster))
     failed = [name for name, code in lanes if code != 0]
     assert not failed, f"the rendered project's {' and '.join(failed)} failed; the output is above"

@@ -25,7 +25,16 @@ from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailab
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 from {{ cookiecutter.package_name }}_tools.schema_registry import RegistryUnavailable, SchemaRegistry
 
-from harness import CONFIG, EXACTLY_ONCE, TEST_JVM_OPTIONS, JobUnderTest, announce, serving, started_twice
+from harness import (
+    CONFIG,
+    EXACTLY_ONCE,
+    TEST_JVM_OPTIONS,
+    JobUnderTest,
+    announce,
+    avro_options,
+    serving,
+    started_twice,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,13 +73,14 @@ def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture
-def cluster_job(kafka_cluster: LocalKafkaCluster, tmp_path: Path, event_filter: Keep) -> JobUnderTest:
+def cluster_job(kafka_cluster: LocalKafkaCluster, tmp_path: Path, event_filter: Keep,
+                format_options: dict[str, str]) -> JobUnderTest:
     """An exactly-once job on the three-broker cluster, with fresh topics there (4 input partitions)."""
     names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
     create_topics(kafka_cluster.bootstrap_servers, {names["events"]: 4, names["counts"]: 2, names["dead"]: 1})
     return JobUnderTest(bootstrap_servers=kafka_cluster.bootstrap_servers, workdir=tmp_path,
                         input_topic=names["events"], output_topic=names["counts"], dead_letter_topic=names["dead"],
-                        keep=event_filter, guarantee=EXACTLY_ONCE)
+                        keep=event_filter, guarantee=EXACTLY_ONCE, options=format_options)
 
 
 @pytest.fixture(scope="session")
@@ -89,6 +99,15 @@ def schema_registry(request: pytest.FixtureRequest,
     yield from serving(request, SchemaRegistry(tmp_path_factory.mktemp("registry"), jvm_options=TEST_JVM_OPTIONS),
                        RegistryUnavailable, "this test needs a real schema registry",
                        lambda registry, seconds: f"schema registry: Apicurio at {registry.url}, up in {seconds:.1f}s")
+
+
+@pytest.fixture
+def format_options(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The job's options that its values' formats need here: none for JSON; for Avro (job.toml's
+    formats), the session's schema registry and the project's output schema (avro_options)."""
+    if not CONFIG.uses_avro:
+        return {}
+    return avro_options(request.getfixturevalue("schema_registry").url)
 
 
 @pytest.fixture
@@ -121,8 +140,10 @@ def event_filter() -> Iterator[Keep]:
 
 
 @pytest.fixture
-def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path, event_filter: Keep) -> JobUnderTest:
-    """A job wired to fresh input (4 partitions), output and dead-letter topics."""
+def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path, event_filter: Keep,
+        format_options: dict[str, str]) -> JobUnderTest:
+    """A job wired to fresh input (4 partitions), output and dead-letter topics, its values in
+    job.toml's formats."""
     return JobUnderTest(
         bootstrap_servers=kafka.bootstrap_servers,
         workdir=tmp_path,
@@ -130,4 +151,5 @@ def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path, event
         output_topic=new_topic("counts", partitions=2),
         dead_letter_topic=new_topic("dead", partitions=1),
         keep=event_filter,
+        options=format_options,
     )

@@ -49,8 +49,15 @@ SECRET_VARIABLE = "TEST_S3_SECRET"  # where the tests put the S3 secret for the 
 
 # What the tests run: the query as job.toml configures it (schema, key field, filter, state TTL),
 # with the defaults' other options; each test sets its own topics, checkpoint and triggers.
-CONFIG = query_config(Path(__file__).resolve().parents[1] / "job.toml")
+PROJECT = Path(__file__).resolve().parents[1]
+CONFIG = query_config(PROJECT / "job.toml")
 EXACTLY_ONCE = "exactly-once"  # for the tests that prove that guarantee whatever the default
+
+
+def avro_options(registry_url: str) -> dict[str, str]:
+    """A job's options for Avro values against the registry at `registry_url`: the project's output
+    schema by its full path (a job runs in a working directory of its own)."""
+    return {"schema_registry.url": registry_url, "output_schema": str(PROJECT / "schemas" / "output.avsc")}
 
 
 def model(events: Iterable[Event]) -> Iterator[tuple[str, dict[str, object]]]:

@@ -1,11 +1,11 @@
 """Avro in and out, in the schema registry's wire format, against a real registry (Apicurio, the
 tools' schema_registry.py) and a real Kafka: the sample written and the answers read back with
-confluent-kafka's own serializers, judged by the query's model and by a run without faults.
+confluent-kafka's own serializers, judged by the query's model.
 
 - Every malformed kind is a dead letter with its reason, its raw bytes kept; an id the plan did
   not know costs one rebuild of the query, nothing of the batch published before it.
-- A crash where the batch is computed again (before its Kafka transaction, and after it, when
-  the re-run is compared with the first attempt by digest) loses and doubles nothing.
+- The crashes, the oracles and the at-least-once counter-proof are the crash tests'
+  (test_exactly_once.py): they speak the formats job.toml names, Avro in an Avro rendering.
 - A producer moving to a new, compatible version of the input's subject in the middle of a run
   is read on, exactly, the registry down meanwhile (the job needs it only for the new id).
 - The registry down at start is waited for within its tolerance, then the start fails in one line.
@@ -17,23 +17,20 @@ from __future__ import annotations
 import base64
 import json
 import re
-import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka.schema_registry import Schema
 
-from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.sample import configured_sample
 from {{ cookiecutter.package_name }}_tools.schema_registry import SchemaRegistry
 from {{ cookiecutter.package_name }}_tools.value_formats import AvroValues, input_values
 
 from harness import (
-    PUBLISHED_BEFORE_THE_CRASH,
+    PROJECT,
     JobUnderTest,
     assert_stops_in_one_line,
-    crash_at_each_point,
+    avro_options,
     merged,
     produce,
     produce_sample,
@@ -42,15 +39,14 @@ from harness import (
 
 pytestmark = pytest.mark.integration
 
-PROJECT = Path(__file__).resolve().parents[2]
 OUTPUT_SCHEMA = PROJECT / "schemas" / "output.avsc"
 
 
 @pytest.fixture
 def avro_job(job: JobUnderTest, schema_registry: SchemaRegistry) -> JobUnderTest:
-    """The job reading and writing Avro under its topics' subjects (the topic name strategy)."""
-    job.options.update({"input_format": "avro", "output_format": "avro", "schema_registry.url": schema_registry.url,
-                        "output_schema": str(OUTPUT_SCHEMA)})
+    """The job reading and writing Avro under its topics' subjects (the topic name strategy),
+    whatever job.toml's formats."""
+    job.options.update({"input_format": "avro", "output_format": "avro", **avro_options(schema_registry.url)})
     return job
 
 
@@ -88,30 +84,6 @@ def test_avro_in_and_out_is_exact_and_each_malformed_kind_is_a_dead_letter_with_
     assert set(found) == set(kinds)
     # The unknown id and the other subject's: one rebuild of the query for the batch that met them.
     assert 1 <= run.stdout.count("rebuilding the query: schema id") <= 2, run.stdout[-3000:]
-
-
-def test_crashes_where_a_batch_is_computed_again_lose_and_double_nothing(avro_job):
-    """On one checkpoint, SIGKILL after a batch is computed (its decoding runs again in the re-run),
-    then after the next one's Kafka commit (the re-run's Avro records are compared with the first
-    attempt's by digest); judged by the query's model and by a run without faults."""
-    verdict, crashes = crash_at_each_point(avro_job, [faults.BATCH_COMPUTED, faults.AFTER_KAFKA_COMMIT], seed=11)
-    for crash in crashes:
-        assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
-    assert verdict.exactly_once, verdict.problems
-    assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
-    assert not (mismatches := avro_job.batch_header_mismatches()), mismatches[:5]
-
-
-def test_the_same_crash_duplicates_with_the_at_least_once_sink(avro_job):
-    """The counter-proof in Avro: the at-least-once sink's re-run after its produce publishes again."""
-    avro_job.guarantee = "at-least-once"
-    sample = produce_sample(avro_job, count=3000, seed=13, partitions=4)
-    crashed = avro_job.run(fault=faults.AFTER_KAFKA_COMMIT, fault_batch=1, max_offsets_per_trigger="1000")
-    assert crashed.returncode == -signal.SIGKILL, crashed.stdout[-3000:]
-    recovered = avro_job.run(max_offsets_per_trigger="1000")
-    assert recovered.returncode == 0, recovered.stdout[-3000:]
-    verdict = avro_job.verify(*merged(sample))
-    assert verdict.duplicated > 0 and not verdict.exactly_once, "no duplicate: the check has no teeth"
 
 
 def test_an_output_schema_that_does_not_fit_the_answer_stops_the_start_in_one_line(avro_job, tmp_path):

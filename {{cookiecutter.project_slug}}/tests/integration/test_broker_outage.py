@@ -31,10 +31,11 @@ def own_broker(tmp_path):
     broker.stop()
 
 
-def test_the_job_rides_out_a_broker_outage_and_stays_exact(own_broker, tmp_path, event_filter):
+def test_the_job_rides_out_a_broker_outage_and_stays_exact(own_broker, tmp_path, event_filter, format_options):
     bootstrap = own_broker.bootstrap_servers
     create_topics(bootstrap, {"events": 4, "counts": 2, "dead": 1})
-    job = JobUnderTest(bootstrap, tmp_path, "events", "counts", "dead", event_filter, guarantee=EXACTLY_ONCE)
+    job = JobUnderTest(bootstrap, tmp_path, "events", "counts", "dead", event_filter, guarantee=EXACTLY_ONCE,
+                       options=format_options)
     # No restart allowed: a failure that the runner counted would end the job.
     job.options.update(restart_strategy="none", max_offsets_per_trigger="500", trigger_interval_seconds="1")
     before = produce_sample(job, count=4000, seed=37, partitions=4)

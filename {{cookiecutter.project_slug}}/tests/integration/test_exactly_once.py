@@ -19,6 +19,7 @@ from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.kafka_io import grow_topic
 from {{ cookiecutter.package_name }}_tools.readback import SETTLE_SECONDS, read_published
 from {{ cookiecutter.package_name }}_tools.sample import {% if cookiecutter.query == "windowed-count" %}event_times, {% endif %}events_of_keys, produce
+from {{ cookiecutter.package_name }}_tools.value_formats import input_values
 
 from harness import (
     CONFIG,
@@ -184,7 +185,7 @@ def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job):
     events = events_of_keys(keys * 2, 100, CONFIG.schema, CONFIG.key_field
                             {%- if cookiecutter.query == "windowed-count" %}, event_times(CONFIG){% endif %})
     random.Random(100).shuffle(events)
-    values = [json.dumps(event).encode() for event in events]
+    values = [input_values(job.config()).event_value(event) for event in events]  # the job file's format
     produce(job.bootstrap_servers, job.input_topic, values, partitions=4)
     job.counted_values |= set(values)  # the run's filter is "true"
     options = {"max_offsets_per_trigger": "60000", "filter": "true"}

@@ -36,17 +36,17 @@ def sasl_broker(kafka: KafkaHandle, tmp_path_factory: pytest.TempPathFactory) ->
         broker.stop()
 
 
-def _job(bootstrap: str, tmp_path: Path, keep: Keep) -> JobUnderTest:
+def _job(bootstrap: str, tmp_path: Path, keep: Keep, options: dict[str, str]) -> JobUnderTest:
     names = {kind: f"{kind}-{uuid.uuid4().hex[:10]}" for kind in ("events", "counts", "dead")}
     create_topics(bootstrap, {name: 2 if kind == "events" else 1 for kind, name in names.items()})
     return JobUnderTest(bootstrap_servers=bootstrap, workdir=tmp_path, input_topic=names["events"],
                         output_topic=names["counts"], dead_letter_topic=names["dead"], keep=keep,
-                        guarantee="exactly-once")
+                        guarantee="exactly-once", options=options)
 
 
-def test_the_job_runs_through_a_sasl_listener_exactly_once(sasl_broker, tmp_path, event_filter):
+def test_the_job_runs_through_a_sasl_listener_exactly_once(sasl_broker, tmp_path, event_filter, format_options):
     plaintext, secured = sasl_broker
-    job = _job(plaintext, tmp_path, event_filter)
+    job = _job(plaintext, tmp_path, event_filter, format_options)
     sample = produce_sample(job, count=1500, seed=5, partitions=2)
     job.bootstrap_servers = secured  # from here on the job sees only the SASL listener
     settings = {f"kafka.{name}": value for name, value in sasl.client_settings().items()}
@@ -61,18 +61,19 @@ def test_the_job_runs_through_a_sasl_listener_exactly_once(sasl_broker, tmp_path
     assert verdict.exactly_once, verdict.problems
 
 
-def test_without_the_client_settings_the_sasl_listener_refuses_the_job_at_start_up(sasl_broker, tmp_path, event_filter):
+def test_without_the_client_settings_the_sasl_listener_refuses_the_job_at_start_up(sasl_broker, tmp_path, event_filter,
+                                                                                  format_options):
     plaintext, secured = sasl_broker
-    job = _job(plaintext, tmp_path, event_filter)
+    job = _job(plaintext, tmp_path, event_filter, format_options)
     job.bootstrap_servers = secured
     result = job.run(timeout=120)
     assert result.returncode != 0
     assert "configuration option 'bootstrap_servers'" in result.stdout, result.stdout[-3000:]
 
 
-def test_a_wrong_password_fails_at_start_up(sasl_broker, tmp_path, event_filter):
+def test_a_wrong_password_fails_at_start_up(sasl_broker, tmp_path, event_filter, format_options):
     plaintext, secured = sasl_broker
-    job = _job(plaintext, tmp_path, event_filter)
+    job = _job(plaintext, tmp_path, event_filter, format_options)
     job.bootstrap_servers = secured
     settings = {f"kafka.{name}": value for name, value in sasl.client_settings().items()}
     settings["kafka.sasl.password"] = "wrong"

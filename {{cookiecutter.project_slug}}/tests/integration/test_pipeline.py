@@ -17,11 +17,15 @@ from {{ cookiecutter.package_name }}.pipeline.query import as_key
 from {{ cookiecutter.package_name }}.savepoints import pinned_query
 from {{ cookiecutter.package_name }}_tools.readback import DEAD_LETTER, OUTPUT, Published
 from {{ cookiecutter.package_name }}_tools.sample import SampleInput, sample_headers
+from {{ cookiecutter.package_name }}_tools.value_formats import input_values
 from {{ cookiecutter.package_name }}_tools.verify import verify
 
 from harness import CONFIG, assert_stops_in_one_line, expectation, model, produce_sample
 
 pytestmark = pytest.mark.integration
+
+# Reasons the sample's malformed records get, per input format (up to the first colon).
+MALFORMED = {"json": ("not JSON", "not a JSON object"), "avro": ("not in the registry's wire format",)}
 
 
 def run_and_check_exact(job, sample, **options: str) -> Published:
@@ -47,13 +51,15 @@ def test_counts_over_several_partitions_are_exact(job):
     sample = produce_sample(job, count=4000, seed=11, partitions=4)
     published = run_and_check_exact(job, sample, max_offsets_per_trigger="1500")  # at least three batches
     check_headers(job, sample, partitions=4)
-    produced_keys = {as_key(json.loads(v)[CONFIG.key_field]) for v in sample.values if v not in sample.malformed_values}
+    events = input_values(job.config())
+    produced_keys = {as_key(events.event(v)[CONFIG.key_field]) for v in sample.values
+                     if v not in sample.malformed_values}
     filtered_out = produced_keys - expectation(sample)[0].keys()
     assert not filtered_out & set(published.answers), f"the filter {CONFIG.filter!r} let keys through"
     batches = published.batches()
     assert len(batches) >= 3
     reasons = {d["reason"].split(":")[0] for d in published.dead_letters}
-    assert {"not JSON", "not a JSON object", f"missing key field {CONFIG.key_field!r}"} <= reasons
+    assert {*MALFORMED[CONFIG.input_format], f"missing key field {CONFIG.key_field!r}"} <= reasons
 
     status = run_cli(job, command="status")
     assert status.returncode == 0, status.stderr
@@ -81,10 +87,11 @@ def check_headers(job, sample: SampleInput, partitions: int) -> None:
         assert not carrying, f"{len(carrying)} records carry headers besides the batch id, e.g. {carrying[0]}"
         return
     wanted: Counter[tuple[str, str, tuple]] = Counter()
+    events = input_values(job.config())
     for position, value in enumerate(sample.values):
         headers = tuple(sample_headers(position) or ())
         if value in sample.counted_values:
-            ((key, answer),) = model([json.loads(value)])
+            ((key, answer),) = model([events.event(value)])
             wanted[(OUTPUT, f"{key} {json.dumps(answer, sort_keys=True)}", headers)] += 1
         elif value in sample.malformed_values:
             wanted[(DEAD_LETTER, f"{position % partitions}@{position // partitions}", headers)] += 1

@@ -1,10 +1,11 @@
 """The README's command blocks, run as written: the quick start's `make demo`; its "By hand, step
-by step" and, before its `kafka down`, the savepoint walk-through. Their lines, in order, are pasted into bash in
-a directory that holds the project's job file and `.venv` (this suite's environment), with
-nothing set beforehand. `kafka up --env` starts the local broker and hands its address to the
-commands after it; the job runs until idle and `status` reports what it committed; a savepoint of
-it resumes, changed, on a new checkpoint and counts the events produced after it (a query without
-state: the changed job goes on from its own checkpoint)."""
+by step" and, before its lines that stop the local services, the savepoint walk-through. Their
+lines, in order, are pasted into bash in a directory that holds the project's job file, its
+output schema and `.venv` (this suite's environment), with nothing set beforehand. `kafka up
+--env` starts the local broker (`registry up --env` a schema registry, for Avro values) and hands
+its address to the commands after it; the job runs until idle and `status` reports what it
+committed; a savepoint of it resumes, changed, on a new checkpoint and counts the events produced
+after it (a query without state: the changed job goes on from its own checkpoint)."""
 
 from __future__ import annotations
 
@@ -61,11 +62,13 @@ def project_directory(tmp_path: Path, *files: str) -> Path:
 
 def test_the_quick_starts_demo_runs_as_written(tmp_path: Path) -> None:
     """`make demo`, the quick start's first command, in a directory with the project's Makefile,
-    job file and `.venv` (this suite's; `-o` keeps make from installing it again): it starts a
-    local broker from Kafka's jars, produces the sample, runs the job and checks every answer."""
+    job file, output schema and `.venv` (this suite's; `-o` keeps make from installing it again):
+    it starts a local broker from Kafka's jars (and a registry, for Avro values), produces the
+    sample, runs the job and checks every answer."""
     commands = command_block("## Quick start")
     assert [line.split("#")[0].strip() for line in commands] == ["make demo", "make test", "make test-fast"], commands
-    project = project_directory(tmp_path, "Makefile", "job.toml", "pyproject.toml", "tools/pyproject.toml")
+    project = project_directory(tmp_path, "Makefile", "job.toml", "schemas/output.avsc", "pyproject.toml",
+                                "tools/pyproject.toml")
     result = subprocess.run(["make", "-o", ".venv/.installed", "demo"], cwd=project,
                             env=a_new_users_environment(tmp_path), capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
@@ -76,20 +79,23 @@ def test_the_quick_starts_demo_runs_as_written(tmp_path: Path) -> None:
 def test_the_by_hand_and_savepoint_blocks_run_as_written(tmp_path: Path) -> None:
     """The savepoint walk-through where the README has one (a count per key, which savepoints
     move); for the other queries, the change of a running job on its own checkpoint."""
-    *by_hand, kafka_down = pasted(command_block("By hand, step by step"))
-    assert kafka_down.endswith("kafka down"), kafka_down
+    by_hand = pasted(command_block("By hand, step by step"))
+    first_down = next(i for i, line in enumerate(by_hand) if line.endswith(" down"))  # the local services stopped
+    by_hand, downs = by_hand[:first_down], by_hand[first_down:]
+    assert downs[-1].endswith("kafka down"), downs
     savepoints = "savepoint (Flink's word)" in (PROJECT / "README.md").read_text()
     walk_through = "savepoint (Flink's word)" if savepoints else "goes on from its checkpoint"
-    lines = [*by_hand, *pasted(command_block(walk_through)), kafka_down]
-    project_directory(tmp_path, "job.toml")
+    lines = [*by_hand, *pasted(command_block(walk_through)), *downs]
+    project_directory(tmp_path, "job.toml", "schemas/output.avsc")
     env = a_new_users_environment(tmp_path)
     script = "set -euo pipefail\n" + "\n".join(f"echo '+ {line[:40]}'\n{line}" for line in lines)
     try:
         result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=600)
-    finally:  # a broker left by a failed line
-        subprocess.run([str(tmp_path / ".venv" / "bin" / TOOLS), "kafka", "down"], cwd=tmp_path, env=env,
-                       capture_output=True, timeout=120)
+    finally:  # a broker (and a registry) left by a failed line
+        for service in ("registry", "kafka"):
+            subprocess.run([str(tmp_path / ".venv" / "bin" / TOOLS), service, "down"], cwd=tmp_path, env=env,
+                           capture_output=True, timeout=120)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert re.search(r"kafka: local broker ready at 127\.0\.0\.1:\d+", output), output[-4000:]

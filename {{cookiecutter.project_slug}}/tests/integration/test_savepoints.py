@@ -23,6 +23,7 @@ from {{ cookiecutter.package_name }}.storage import object_store
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_positions
 from {{ cookiecutter.package_name }}_tools.sample import SampleInput
+from {{ cookiecutter.package_name }}_tools.value_formats import input_values
 from {{ cookiecutter.package_name }}_tools.verify import Expected, Verdict, verify
 
 from harness import (
@@ -77,6 +78,7 @@ def expected_after_savepoint(job, samples: list[SampleInput], savepoint_offsets:
     the old filter decides (the values it keeps, evaluated apart from the job), from them on the
     new one ("true")."""
     malformed = {value for sample in samples for value in sample.malformed_values}
+    events = input_values(job.config())
     kept = []
     for partition, offset, value in read_positions(job.bootstrap_servers, job.input_topic):
         if value is None or value in malformed:
@@ -84,7 +86,7 @@ def expected_after_savepoint(job, samples: list[SampleInput], savepoint_offsets:
         before = offset < savepoint_offsets[str(partition)]
         if before and value not in job.counted_values:
             continue
-        kept.append(json.loads(value))
+        kept.append(events.event(value))
     return Expected.of(model, kept, "upsert")
 
 

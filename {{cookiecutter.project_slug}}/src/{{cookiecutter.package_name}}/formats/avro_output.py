@@ -100,7 +100,7 @@ def prepare(config: JobConfig, answer: T.StructType, registry: Registry) -> Avro
     if config.output_schema_registration == "register":
         schema_id = registry.register(subject, text, "output_schema")
     else:
-        schema_id = registry.existing(subject, text, "output_schema_registration")
+        schema_id = registry.existing(subject, text)
     schema = json.loads(text)
     schema["fields"] = [item for item in schema["fields"] if item.get("name") != BATCH_ID]
     return AvroOutput(schema_id, json.dumps(schema))

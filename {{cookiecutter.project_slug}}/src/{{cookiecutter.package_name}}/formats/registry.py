@@ -88,8 +88,9 @@ class Registry:
 
         return self._call(f"registering subject {subject!r}", attempt)
 
-    def existing(self, subject: str, schema_text: str, option: str) -> int:
-        """The id `schema_text` has under `subject`; a schema not registered there fails the start."""
+    def existing(self, subject: str, schema_text: str) -> int:
+        """The id `schema_text` has under `subject`; a schema not registered there fails the start
+        (output_schema_registration = "existing" asked for it)."""
         from confluent_kafka.schema_registry import Schema
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -98,12 +99,12 @@ class Registry:
                 schema_id = self.client.lookup_schema(subject, Schema(schema_text, "AVRO")).schema_id
             except SchemaRegistryError as error:
                 if error.http_status_code == 404:
-                    raise ConfigError(option, f"the schema is not registered under subject {subject!r} at "
-                                              f"{self.url}: register it, or set output_schema_registration = "
-                                              "\"register\"") from None
+                    raise ConfigError("output_schema_registration",
+                                      f"the schema is not registered under subject {subject!r} at {self.url}: "
+                                      "register it, or set output_schema_registration = \"register\"") from None
                 raise
             if schema_id is None:
-                raise ConfigError(option, f"{self.url} gave subject {subject!r}'s schema without its id")
+                raise ConfigError("schema_registry", f"{self.url} gave subject {subject!r}'s schema without its id")
             return schema_id
 
         return self._call(f"looking up subject {subject!r}", attempt)

@@ -1,5 +1,5 @@
 """{{ cookiecutter.project_slug }}-tools: the job's development commands (produce-sample, demo, chaos,
-bench, bench-startup, kafka up|down). The job's own commands are `{{ cookiecutter.package_name }} --help`."""
+bench, bench-startup, kafka up|down, registry up|down). The job's own commands are `{{ cookiecutter.package_name }} --help`."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from pathlib import Path
 
 from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.cli import add_config_options, configuration, run_command
+from {{ cookiecutter.package_name }}.config import ENV_PREFIX
 from {{ cookiecutter.package_name }}.failures import ConfigError, KafkaUnavailable
 from {{ cookiecutter.package_name }}.observability.logs import report_exit
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
+LOCAL_REGISTRY_DIR = Path(".registry-local")
 
 
 def _produce_sample(args: argparse.Namespace) -> int:
@@ -96,6 +98,26 @@ def _kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def _registry(args: argparse.Namespace) -> int:
+    from . import schema_registry
+
+    workdir = Path(args.workdir)
+    if args.action == "down":
+        print("schema registry: stopped" if schema_registry.down(workdir) else "schema registry: none was running")
+        return 0
+    try:
+        with _stdout_to_stderr(args.env):
+            url = schema_registry.up(workdir)
+    except schema_registry.RegistryUnavailable as error:
+        report_exit(str(error).splitlines()[0])
+        return 2
+    except OSError as error:
+        raise ConfigError("--workdir", f"cannot use {workdir}: {error.strerror or error}") from None
+    if args.env:  # for eval: the commands after it reach this registry, whatever job.toml's table says
+        print(f"export {ENV_PREFIX}SCHEMA_REGISTRY={shlex.quote(json.dumps({'url': url}))}")
+    return 0
+
+
 @contextlib.contextmanager
 def _stdout_to_stderr(active: bool) -> Iterator[None]:
     """Everything the start prints (its own lines, Maven's) goes to stderr, the file descriptor
@@ -168,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("--workdir", default=str(LOCAL_KAFKA_DIR), help="broker data and logs")
     kafka.add_argument("--env", action="store_true",
                        help="up: print only `export KAFKA_BOOTSTRAP_SERVERS=<address>` (for eval), the rest to stderr")
+    registry = command("registry", _registry, "start or stop a local schema registry (Apicurio, Avro values)")
+    registry.add_argument("action", choices=["up", "down"], help="start (printing the address), or stop")
+    registry.add_argument("--workdir", default=str(LOCAL_REGISTRY_DIR), help="the registry's schemas and log")
+    registry.add_argument("--env", action="store_true",
+                          help=f"up: print only `export {ENV_PREFIX}SCHEMA_REGISTRY=<its table>` (for eval), the rest "
+                               "to stderr")
     return parser
 
 

@@ -1,6 +1,7 @@
-"""`demo`: a local Kafka, sample events, the job run until the input is drained, and the
-answers it published (read with read_committed) printed next to those the query's model expects:
-each key's last answer, or for an append output its number of records."""
+"""`demo`: a local Kafka (and a local schema registry, for Avro values), sample events, the job
+run until the input is drained, and the answers it published (read with read_committed) printed
+next to those the query's model expects: each key's last answer, or for an append output its
+number of records."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, load_con
 from {{ cookiecutter.package_name }}.kafka.topics import create_topics
 from {{ cookiecutter.package_name }}.pipeline import query
 
+from . import schema_registry
 from .kafka_local import daemon
 from .readback import Answer, Published, read_published
 from .sample import configured_sample, produce, spark_filter
+from .value_formats import output_values
 from .verify import Expected, published_records, records_per_key
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,11 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
         bootstrap = daemon.up(workdir / "kafka")
     overrides["bootstrap_servers"] = bootstrap
     config = load_config(DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None, overrides)
+    registry = workdir / "registry"
     try:
+        if config.uses_avro:  # the registry the job file names is not this machine's: a local one
+            config = load_config(DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None,
+                                 {**overrides, "schema_registry.url": schema_registry.up(registry)})
         for line in create_topics(config, partitions=4):
             print(line)
         started = time.monotonic()
@@ -55,10 +62,12 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
         finally:
             spark.stop()
         elapsed = time.monotonic() - started
-        published = read_published(config.bootstrap_servers, config.output_topic, config.dead_letter_topic)
+        published = read_published(config.bootstrap_servers, config.output_topic, config.dead_letter_topic,
+                                   as_json=output_values(config).as_json)
         expected = Expected.of(lambda events: query.model(events, config), sample.kept_events, query.OUTPUT)
         return _report(published, expected, sample.malformed, count, elapsed)
     finally:
+        schema_registry.down(registry)
         if not keep_kafka and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
             daemon.down(workdir / "kafka")
 

@@ -1,5 +1,5 @@
-"""The query as the project's job file (job.toml) configures it: its schema, key field, filter and
-state TTL. The tests and the chaos runner start the job with these, and judge its output by the
+"""The query as the project's job file (job.toml) configures it: its schema, key field, filter,
+state TTL and values' formats. The tests and the chaos runner start the job with these, and judge its output by the
 query's model under the same configuration, so a team's change to them is what gets proven; every
 other option (topics, checkpoint, triggers) they set for themselves. And the other way round: a
 job file written from such settings, for a job submitted the way a deployment submits it."""
@@ -13,7 +13,10 @@ from typing import Any
 
 from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, TABLE_OPTIONS, JobConfig, load_config
 
-QUERY_OPTIONS = ("schema", "key_field", "filter", "state_ttl_seconds")
+QUERY_OPTIONS = ("schema", "key_field", "filter", "state_ttl_seconds", "input_format", "output_format")
+# Of the registry's table, its address alone: the credentials may name secrets; a run that uses
+# Avro gives its own registry's address (the tests' session registry, the demo's).
+REGISTRY_URL = "url"
 
 
 def query_config(path: Path = DEFAULT_CONFIG_PATH, **changes: str) -> JobConfig:
@@ -21,12 +24,18 @@ def query_config(path: Path = DEFAULT_CONFIG_PATH, **changes: str) -> JobConfig:
     may name secrets the tests do not have), then `changes` (option=value as `--set` takes it)."""
     written: dict[str, Any] = tomllib.loads(path.read_text()) if path.exists() else {}
     chosen = {name: _as_setting(written[name]) for name in QUERY_OPTIONS if name in written}
+    if REGISTRY_URL in written.get("schema_registry", {}):
+        chosen[f"schema_registry.{REGISTRY_URL}"] = written["schema_registry"][REGISTRY_URL]
     return load_config(None, {**chosen, **changes}, environ={})
 
 
 def query_settings(config: JobConfig) -> dict[str, str]:
-    """`config`'s query options as `--set` settings of the job."""
-    return {name: _as_setting(getattr(config, name)) for name in QUERY_OPTIONS}
+    """`config`'s query options as `--set` settings of the job (with Avro values, the registry's
+    address too: a run that has its own registry replaces it)."""
+    settings = {name: _as_setting(getattr(config, name)) for name in QUERY_OPTIONS}
+    if config.uses_avro:
+        settings[f"schema_registry.{REGISTRY_URL}"] = config.schema_registry[REGISTRY_URL]
+    return settings
 
 
 def _as_setting(value: object) -> str:

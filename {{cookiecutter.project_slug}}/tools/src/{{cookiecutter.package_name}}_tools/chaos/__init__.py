@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import sys
 import tempfile
@@ -107,7 +108,23 @@ def run(args: argparse.Namespace, kafka: Any = None, out: TextIO | None = None, 
             kafka = stack.enter_context(provide_kafka_cluster(broker_dir, brokers, args.kafka_provider) if brokers > 1
                                         else provide_kafka(broker_dir, provider=args.kafka_provider))
             say(kafka.describe())
-        return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say, setup).run()
+        return Chaos(kafka, PROFILES[args.profile], args.guarantee, seed, workdir, say, setup,
+                     _registry_for_avro(workdir, say, stack)).run()
+
+
+def _registry_for_avro(workdir: Path, say: Reporter, stack: contextlib.ExitStack) -> str | None:
+    """Where the job file's values are Avro: a schema registry of the run's own, stopped after it."""
+    from ..job_file import query_config
+
+    if not query_config().uses_avro:
+        return None
+    from ..schema_registry import SchemaRegistry
+
+    registry = SchemaRegistry(workdir / "registry", jvm_options=os.environ.get("KAFKA_OPTS", ""))
+    seconds = registry.start(log=say)
+    stack.callback(registry.stop)
+    say(f"schema registry: Apicurio at {registry.url}, up in {seconds:.1f}s")
+    return registry.url
 
 
 __all__ = ["GUARANTEES", "PROFILES", "VERDICT_LINE", "add_arguments", "run"]

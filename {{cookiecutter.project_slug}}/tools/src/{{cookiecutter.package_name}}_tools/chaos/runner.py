@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from ..job_file import query_config, query_settings
+from ..job_file import DEFAULT_CONFIG_PATH, query_config, query_settings
 from ..kafka_io import create_topics, grow_topic
 from ..processes import descendants, disposable_job_settings, start_job
 from . import disruptions
@@ -57,7 +57,7 @@ def _faults() -> Any:
 
 class Chaos:
     def __init__(self, kafka: Any, profile: Profile, guarantee: str, seed: int, workdir: Path,
-                 say: Reporter, cluster: ClusterSetup | None = None) -> None:
+                 say: Reporter, cluster: ClusterSetup | None = None, registry_url: str | None = None) -> None:
         self.kafka, self.profile, self.guarantee, self.seed = kafka, profile, guarantee, seed
         self.workdir, self.say = workdir, say
         self.rng = random.Random(seed)
@@ -65,8 +65,12 @@ class Chaos:
         # The job file's query, on keys of the run's own (strings) and with its own filter.
         written = query_config()
         self.key_field = written.key_field
-        self.query = query_config(schema=json.dumps({**written.schema, self.key_field: "string"}),
-                                  filter=f"`{self.key_field}` != '{EXCLUDED_KEY}'")
+        # Avro values (the job file's formats): the run's own registry, and the project's output schema.
+        self.avro = {"schema_registry.url": registry_url or "",
+                     "output_schema": str(Path("schemas", "output.avsc").resolve())} if written.uses_avro else {}
+        self.query = query_config(DEFAULT_CONFIG_PATH,
+                                  schema=json.dumps({**written.schema, self.key_field: "string"}),
+                                  filter=f"`{self.key_field}` != '{EXCLUDED_KEY}'", **self.avro)
         suffix = f"{seed}-{uuid.uuid4().hex[:6]}"
         self.input_topic, self.output_topic = f"chaos-events-{suffix}", f"chaos-counts-{suffix}"
         self.dead_letter_topic, self.marker_topic = f"chaos-dead-{suffix}", f"chaos-markers-{suffix}"
@@ -94,6 +98,7 @@ class Chaos:
             **disposable_job_settings(self.bootstrap_servers, topics, self.sink_id, TRANSACTIONAL_ID_PREFIX,
                                       self.guarantee, self.checkpoint_location),
             **query_settings(self.query),
+            **self.avro,
             "max_offsets_per_trigger": str(self.profile.drain_records_per_trigger if plan.end is None
                                            else self.profile.max_offsets_per_trigger),
             "restart_strategy": "fixed-delay",
@@ -102,6 +107,13 @@ class Chaos:
             "publish_from": plan.publish_from,
             **{f"s3.{name}": value for name, value in s3.items()},
         }
+
+    def config(self) -> Any:
+        """The run's job as configured, for its values' formats (the subjects follow its topics)."""
+        from {{ cookiecutter.package_name }}.config import load_config
+
+        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic}
+        return load_config(None, {**query_settings(self.query), **self.avro, **topics}, environ={})
 
     def committed(self) -> list[int]:
         from {{ cookiecutter.package_name }}.storage.checkpoint import committed_batches
@@ -364,6 +376,7 @@ class Chaos:
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
         from ..sample import SAMPLE_KEYS{% if cookiecutter.query == "windowed-count" %}, event_times{% endif %}, make_events
+        from ..value_formats import input_values
 
         profile = self.profile
         keys = SAMPLE_KEYS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(SAMPLE_KEYS)))]
@@ -374,9 +387,10 @@ class Chaos:
 
 {%- if cookiecutter.query == "windowed-count" %}
         sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys,
-                             event_times(self.query))
+                             event_times(self.query), values=input_values(self.config()))
 {%- else %}
-        sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys)
+        sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys,
+                             values=input_values(self.config()))
 {%- endif %}
         python_workers = self.guarantee == "at-least-once" or self.query.state_ttl_seconds > 0
         plans = make_plan(profile, self.rng, _faults().POINTS, cluster=self.cluster is not None,
@@ -447,14 +461,17 @@ class Chaos:
         from {{ cookiecutter.package_name }}.storage.files import resolve_location
 
         from ..readback import read_positions, read_published
+        from ..value_formats import input_values, output_values
 
         with BROKER_LOCK:
             inputs = retried(lambda: read_positions(self.bootstrap_servers, self.input_topic, timeout=300), self.say)
             published = retried(lambda: read_published(self.bootstrap_servers, self.output_topic,
-                                                       self.dead_letter_topic), self.say)
+                                                       self.dead_letter_topic,
+                                                       as_json=output_values(self.config()).as_json), self.say)
         verdict, records = judge_run(inputs, published, malformed_values, self.key_field,
                                      batch_ends(resolve_location(self.checkpoint_location), self.input_topic),
-                                     self.say, lambda events: query.model(events, self.query), query.OUTPUT)
+                                     self.say, lambda events: query.model(events, self.query), query.OUTPUT,
+                                     input_values(self.config()))
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
         if self.producer is not None:

@@ -4,7 +4,6 @@ query's model (pipeline/query.py), and the judgement is the tests' own (verify.j
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter
@@ -12,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..value_formats import JSON, Values
 from ..verify import Event, Expected, Model, OutputKind, Verdict, judge
 
 # The last line of a run, for machines (the tests read it).
@@ -51,12 +51,13 @@ class Tally:
                 f"aborted_input={self.aborted_input} unexpected_exits={self.unexpected_exits}")
 
 
-def kept_event(key_field: str, malformed: set[bytes]) -> Callable[[bytes | None], Event | None]:
-    """An input value as an event, if the run's filter keeps it; None: malformed or filtered out."""
+def kept_event(key_field: str, malformed: set[bytes], events: Values = JSON) -> Callable[[bytes | None], Event | None]:
+    """An input value as an event (in the input's format, `events`), if the run's filter keeps it;
+    None: malformed or filtered out."""
     def parse(value: bytes | None) -> Event | None:
         if value is None or value in malformed:
             return None
-        event = json.loads(value)
+        event = events.event(value)
         return None if event[key_field] == EXCLUDED_KEY else event
 
     return parse
@@ -86,10 +87,10 @@ def retried(read: Callable[[], Any], say: Callable[[str], None], attempts: int =
 
 def judge_run(positioned: list[tuple[int, int, bytes | None]], published: Any, malformed_values: list[bytes],
               key_field: str, batch_ends: dict[int, dict[int, int]], say: Callable[[str], None], model: Model,
-              kind: OutputKind) -> tuple[Verdict, int]:
-    """The verdict on the output, and the number of records the input topic holds."""
+              kind: OutputKind, events: Values = JSON) -> tuple[Verdict, int]:
+    """The verdict on the output, and the number of records the input topic holds (`events`: its format)."""
     malformed = set(malformed_values)
-    kept = kept_event(key_field, malformed)
+    kept = kept_event(key_field, malformed, events)
     expected, malformed_read = expectation((value for _p, _o, value in positioned), kept, malformed, model, kind)
     verdict = judge(published, expected, malformed_read, positioned, kept, batch_ends, model)
     say(f"verify (read_committed): {published.records()} output records for {len(published.answers)} keys over "
