@@ -185,7 +185,8 @@ def test_a_hundred_thousand_keys_through_a_crash_after_the_kafka_commit(job):
     events = events_of_keys(keys * 2, 100, CONFIG.schema, CONFIG.key_field
                             {%- if cookiecutter.query == "windowed-count" %}, event_times(CONFIG){% endif %})
     random.Random(100).shuffle(events)
-    values = [input_values(job.config()).event_value(event) for event in events]  # the job file's format
+    event_value = input_values(job.config()).event_value  # the job file's format
+    values = [event_value(event) for event in events]
     produce(job.bootstrap_servers, job.input_topic, values, partitions=4)
     job.counted_values |= set(values)  # the run's filter is "true"
     options = {"max_offsets_per_trigger": "60000", "filter": "true"}

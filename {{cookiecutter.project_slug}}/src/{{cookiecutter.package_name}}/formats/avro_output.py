@@ -66,7 +66,9 @@ def record_name(config: JobConfig) -> str:
 
 def read_schema(config: JobConfig, answer: T.StructType) -> str:
     """The project's schema file, checked against the answer: the same fields, names and types,
-    in order, then `batch_id` (long)."""
+    in order, then `batch_id` (long). Whether a field may be null is the file's to say: Spark's
+    type may allow a null that the query never gives (a count kept by the TTL's Python operator),
+    and `to_avro` refuses an actual null in a field the file declares non-null, failing the batch."""
     path = Path(config.output_schema)
     hint = f"`{{ cookiecutter.package_name }} avro-schema > {path}` writes one that fits"
     try:
@@ -90,6 +92,9 @@ def read_schema(config: JobConfig, answer: T.StructType) -> str:
 
 
 def _comparable(avro_type: Any) -> str:
+    """The type without its nullability: a union of null and one type is that type."""
+    if isinstance(avro_type, list) and "null" in avro_type and len(avro_type) == 2:
+        avro_type = next(kind for kind in avro_type if kind != "null")
     return json.dumps(avro_type, sort_keys=True)
 
 

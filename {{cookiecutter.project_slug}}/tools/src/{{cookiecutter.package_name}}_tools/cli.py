@@ -70,8 +70,13 @@ def _produce_sample(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
+    from .schema_registry import RegistryUnavailable
 
-    return run_demo(Path(args.workdir), args.count, keep_kafka=args.keep_kafka)
+    try:
+        return run_demo(Path(args.workdir), args.count, keep_kafka=args.keep_kafka)
+    except RegistryUnavailable as error:  # its first line names the log that holds the rest
+        report_exit(str(error).splitlines()[0])
+        return 2
 
 
 def _kafka(args: argparse.Namespace) -> int:

@@ -123,7 +123,7 @@ class SchemaRegistry:
     """One Apicurio Registry process on free loopback ports; its schemas under `workdir`."""
 
     def __init__(self, workdir: Path, jvm_options: str = "") -> None:
-        self.workdir = workdir
+        self.workdir = workdir.resolve()  # H2 takes no path relative to the working directory
         self.jvm_options = jvm_options.split()  # e.g. the tests' own (tests/harness.py)
         self.port, self.management_port = free_ports(2)  # two distinct ports, picked together
         self.process: subprocess.Popen | None = None
