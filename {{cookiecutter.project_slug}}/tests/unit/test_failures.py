@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from types import SimpleNamespace
 from typing import ClassVar
 
 import pytest
@@ -129,8 +130,10 @@ def test_the_sink_hands_over_the_exception_its_batch_failed_with():
 
 def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr(failures.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(failures.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    # A clock of failures.py's own: patching the time module's would let any other thread's sleep
+    # (a client's, Spark's) move this test's clock.
+    monkeypatch.setattr(failures, "time", SimpleNamespace(
+        monotonic=lambda: clock[0], sleep=lambda seconds: clock.__setitem__(0, clock[0] + seconds)))
     attempts = []
 
     def timed_out() -> None:
