@@ -57,6 +57,39 @@ def kill_processes(known: dict[int, tuple[int, int]]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def is_our_daemon(pid: int, marker: bytes) -> bool:
+    """A process a `... up` command started (a broker, a registry): alive, leading its own process
+    group (it was started in a new session) and, where /proc tells, with `marker` in its command
+    line. After a reboot a state file's pid can belong to any other process, which must be
+    neither reported as the service nor signalled."""
+    if not alive(pid):
+        return False
+    try:
+        if os.getpgid(pid) != pid:
+            return False
+    except ProcessLookupError:
+        return False
+    try:
+        return marker in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no /proc on this system: the group check must do
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs; a zombie child of ours counts as gone."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        return waited == 0
+    except ChildProcessError:
+        return True
+
+
 def command_line(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from . import maven
 from .maven import cache_root
-from .processes import free_ports
+from .processes import free_ports, is_our_daemon
 from .starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 
 APICURIO_VERSION = "3.3.3"
@@ -242,18 +242,5 @@ def _state(workdir: Path) -> dict | None:
 
 
 def _is_our_registry(pid: int) -> bool:
-    """The registry `up` started: alive, leading its own process group and, where /proc tells,
-    running Apicurio (after a reboot the pid may be any other process's)."""
-    try:
-        os.kill(pid, 0)
-        if os.getpgid(pid) != pid:
-            return False
-    except (ProcessLookupError, PermissionError):
-        return False
-    with contextlib.suppress(ChildProcessError):  # a zombie child of ours counts as gone
-        if os.waitpid(pid, os.WNOHANG)[0] != 0:
-            return False
-    try:
-        return b"quarkus-run.jar" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except FileNotFoundError:
-        return not Path("/proc/self").exists()
+    """The registry `up` started, running Apicurio (processes.is_our_daemon)."""
+    return is_our_daemon(pid, b"quarkus-run.jar")

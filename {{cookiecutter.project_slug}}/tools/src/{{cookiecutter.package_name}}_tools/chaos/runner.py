@@ -18,9 +18,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from ..job_file import DEFAULT_CONFIG_PATH, query_config, query_settings
+from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, load_config
+
+from ..job_file import query_config, query_settings
 from ..kafka_io import create_topics, grow_topic
 from ..processes import descendants, disposable_job_settings, start_job
+from ..value_formats import input_values, output_values
 from . import disruptions
 from .disruptions import BROKER_LOCK, SECRET_VARIABLE, ClusterSetup
 from .input import QUIET, InputProducer, end_offsets
@@ -75,6 +78,11 @@ class Chaos:
         self.input_topic, self.output_topic = f"chaos-events-{suffix}", f"chaos-counts-{suffix}"
         self.dead_letter_topic, self.marker_topic = f"chaos-dead-{suffix}", f"chaos-markers-{suffix}"
         self.sink_id = f"chaos-{suffix}"
+        # The run's values in the job file's formats, under its own topics' subjects: the input as
+        # produced and read back, the answers as read back.
+        formats = load_config(None, {**query_settings(self.query), **self.avro, "input_topic": self.input_topic,
+                                     "output_topic": self.output_topic}, environ={})
+        self.events, self.answers = input_values(formats), output_values(formats)
         self.cluster = cluster
         self.checkpoint_location = (f"s3a://{cluster.bucket}/checkpoints/{self.sink_id}" if cluster
                                     else str(workdir / "checkpoint"))
@@ -107,13 +115,6 @@ class Chaos:
             "publish_from": plan.publish_from,
             **{f"s3.{name}": value for name, value in s3.items()},
         }
-
-    def config(self) -> Any:
-        """The run's job as configured, for its values' formats (the subjects follow its topics)."""
-        from {{ cookiecutter.package_name }}.config import load_config
-
-        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic}
-        return load_config(None, {**query_settings(self.query), **self.avro, **topics}, environ={})
 
     def committed(self) -> list[int]:
         from {{ cookiecutter.package_name }}.storage.checkpoint import committed_batches
@@ -376,7 +377,6 @@ class Chaos:
     # -- the whole run -----------------------------------------------------------------------
     def run(self) -> int:
         from ..sample import SAMPLE_KEYS{% if cookiecutter.query == "windowed-count" %}, event_times{% endif %}, make_events
-        from ..value_formats import input_values
 
         profile = self.profile
         keys = SAMPLE_KEYS + [f"k{i:04d}" for i in range(max(0, profile.keys - len(SAMPLE_KEYS)))]
@@ -387,10 +387,10 @@ class Chaos:
 
 {%- if cookiecutter.query == "windowed-count" %}
         sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys,
-                             event_times(self.query), values=input_values(self.config()))
+                             event_times(self.query), values=self.events)
 {%- else %}
         sample = make_events(profile.events, self.seed, schema, self.key_field, keep, profile.malformed_rate, keys,
-                             values=input_values(self.config()))
+                             values=self.events)
 {%- endif %}
         python_workers = self.guarantee == "at-least-once" or self.query.state_ttl_seconds > 0
         plans = make_plan(profile, self.rng, _faults().POINTS, cluster=self.cluster is not None,
@@ -461,17 +461,16 @@ class Chaos:
         from {{ cookiecutter.package_name }}.storage.files import resolve_location
 
         from ..readback import read_positions, read_published
-        from ..value_formats import input_values, output_values
 
         with BROKER_LOCK:
             inputs = retried(lambda: read_positions(self.bootstrap_servers, self.input_topic, timeout=300), self.say)
             published = retried(lambda: read_published(self.bootstrap_servers, self.output_topic,
                                                        self.dead_letter_topic,
-                                                       as_json=output_values(self.config()).as_json), self.say)
+                                                       as_json=self.answers.as_json), self.say)
         verdict, records = judge_run(inputs, published, malformed_values, self.key_field,
                                      batch_ends(resolve_location(self.checkpoint_location), self.input_topic),
                                      self.say, lambda events: query.model(events, self.query), query.OUTPUT,
-                                     input_values(self.config()))
+                                     self.events)
         if records != self.profile.events:
             self.say(f"input: the topic holds {records} records, {self.profile.events} were produced")
         if self.producer is not None:

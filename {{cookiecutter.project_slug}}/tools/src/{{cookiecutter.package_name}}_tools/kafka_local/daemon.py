@@ -14,6 +14,7 @@ from typing import Any
 
 from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
 
+from ..processes import alive, is_our_daemon
 from .cluster import LocalKafkaCluster
 from .process import LocalKafkaBroker
 
@@ -62,10 +63,10 @@ def down(workdir: Path, timeout: float = 30.0) -> bool:
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in pids:
-        if _alive(pid):
+        if alive(pid):
             _signal(pid, signal.SIGKILL)
     return bool(pids)
 
@@ -95,32 +96,5 @@ def _signal(pid: int, signum: int) -> None:
 
 
 def _is_our_broker(pid: int) -> bool:
-    """A node `up` started: alive, leading its own process group (it was started in a new
-    session) and, where /proc tells, running Kafka. After a reboot the state file's pid can
-    belong to any other process, which must be neither reported as the broker nor signalled."""
-    if not _alive(pid):
-        return False
-    try:
-        if os.getpgid(pid) != pid:
-            return False
-    except ProcessLookupError:
-        return False
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    try:
-        return b"kafka.Kafka" in cmdline.read_bytes()
-    except FileNotFoundError:
-        return not Path("/proc/self").exists()  # no /proc on this system: the group check must do
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie child of ours counts as gone
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-        return waited == 0
-    except ChildProcessError:
-        return True
+    """A node `up` started, running Kafka (processes.is_our_daemon)."""
+    return is_our_daemon(pid, b"kafka.Kafka")
