@@ -32,8 +32,7 @@ from .pipeline.decoding import decode
 from .pipeline.output_records import answer_type, encode
 from .pipeline.parsing import event_schema
 from .savepoints import Origin
-from .sink import AT_LEAST_ONCE, KafkaSink
-from .sink.kafka_sink import for_commit
+from .sink import AT_LEAST_ONCE, KafkaSink, for_commit
 from .spark.session import AVRO_PACKAGE, checkpoint_conf
 from .spark.session import spark_session as new_session
 from .storage import object_store

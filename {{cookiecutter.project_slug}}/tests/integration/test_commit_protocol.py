@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.failures import Outcome
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
 from {{ cookiecutter.package_name }}.sink import publishing_tasks as tasks
 from {{ cookiecutter.package_name }}.sink.batch_records import DIGEST, RECORDS_SCHEMA, SHARD, InlineRecords, chunks_of, digest
-from {{ cookiecutter.package_name }}.sink.coordinator import MarkersWentBack
+from {{ cookiecutter.package_name }}.sink.invariants import MarkersWentBack
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_marker_values, read_markers
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard, ProducerPool
 from {{ cookiecutter.package_name }}.sink.publishing_tasks import PublishOrder, ShardResult, as_failure, publish_part
@@ -236,7 +236,7 @@ def test_a_transaction_left_open_on_the_marker_topic_fails_the_read_clearly(kafk
 
 def test_a_transaction_time_out_above_the_brokers_limit_fails_at_start(kafka):
     from {{ cookiecutter.package_name }}.config import ConfigError, load_config
-    from {{ cookiecutter.package_name }}.startup.preflight import check_transaction_timeout
+    from {{ cookiecutter.package_name }}.sink.start_checks import check_transaction_timeout
 
     def config(seconds: str):
         return load_config(None, {"bootstrap_servers": kafka.bootstrap_servers, "commit_timeout_seconds": seconds},
@@ -268,7 +268,7 @@ def test_a_record_the_client_refuses_aborts_the_transaction_and_says_why(kafka, 
 ])
 def test_a_marker_topic_that_cannot_keep_the_markers_fails_at_start(kafka, new_topic, partitions, config, problem):
     from {{ cookiecutter.package_name }}.config import ConfigError, load_config
-    from {{ cookiecutter.package_name }}.startup.preflight import check_marker_topic
+    from {{ cookiecutter.package_name }}.sink.start_checks import check_marker_topic
 
     topic = new_topic("markers", partitions=partitions, config=config)
     job_config = load_config(None, {"bootstrap_servers": kafka.bootstrap_servers, "marker_topic": topic}, environ={})
@@ -280,7 +280,7 @@ def test_the_job_creates_its_marker_topic_compacted_with_one_partition(kafka):
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
     from {{ cookiecutter.package_name }}.config import load_config
-    from {{ cookiecutter.package_name }}.startup.preflight import check_marker_topic
+    from {{ cookiecutter.package_name }}.sink.start_checks import check_marker_topic
 
     topic = f"markers-{uuid.uuid4().hex[:10]}"
     check_marker_topic(load_config(None, {"bootstrap_servers": kafka.bootstrap_servers, "marker_topic": topic},
@@ -296,7 +296,7 @@ def test_a_checkpoint_older_than_the_published_batches_is_refused(kafka, new_top
     """Restored from an old copy, it would plan new ranges for batches 2 and 3, which the
     markers say are published: they would be skipped, losing their input."""
     from {{ cookiecutter.package_name }}.config import ConfigError, load_config
-    from {{ cookiecutter.package_name }}.startup.preflight import check_checkpoint_against_markers
+    from {{ cookiecutter.package_name }}.sink.start_checks import check_checkpoint_against_markers
 
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "restored")

@@ -19,13 +19,13 @@ from {{ cookiecutter.package_name }}.failures import Outcome
 from {{ cookiecutter.package_name }}.observability import metrics
 from {{ cookiecutter.package_name }}.sink import coordinator
 from {{ cookiecutter.package_name }}.sink.batch_records import RECORDS_SCHEMA, SHARD, InlineRecords
-from {{ cookiecutter.package_name }}.sink.coordinator import (
+from {{ cookiecutter.package_name }}.sink.coordinator import commit_batch
+from {{ cookiecutter.package_name }}.sink.invariants import (
     CheckpointBehindOutput,
     InvariantBroken,
     MarkersWentBack,
     RerunMismatch,
     SourceOffsetsWentBack,
-    commit_batch,
 )
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
 from {{ cookiecutter.package_name }}.sink.recovery import ShardRecovery

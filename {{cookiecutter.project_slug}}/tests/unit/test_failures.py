@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }} import failures
 from {{ cookiecutter.package_name }}.failures import ConfigError, JobFailure, Outcome, Tolerance, verdict
-from {{ cookiecutter.package_name }}.sink import coordinator, shard_transaction
+from {{ cookiecutter.package_name }}.sink import invariants, shard_transaction
 
 
 def exception_classes() -> list[type[BaseException]]:
@@ -92,7 +92,7 @@ def test_a_refused_record_stops_naming_the_limit_instead_of_being_retried():
 
 
 def test_the_checkpoint_behind_the_output_stops_naming_checkpoint_location():
-    judged = verdict(coordinator.CheckpointBehindOutput("batch 3 is planned by ..."))
+    judged = verdict(invariants.CheckpointBehindOutput("batch 3 is planned by ..."))
     assert (judged.outcome, judged.option, judged.message) == (Outcome.STOP, "checkpoint_location",
                                                                "batch 3 is planned by ...")
 

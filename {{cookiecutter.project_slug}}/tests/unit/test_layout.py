@@ -1,7 +1,7 @@
 """The import graph: the job and its development tools stay apart (the tools are a package of their
 own, `{{ cookiecutter.package_name }}_tools`, which the job never imports and its wheel does not hold); the
 job's packages are layers that import only downwards; the sink is a sink of Kafka records that
-knows nothing of the aggregation; the light commands never import PySpark."""
+knows nothing of the aggregation, and has one face; the light commands never import PySpark."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ LAYERS = (
 # Of one layer, yet neither imports the other.
 APART = (("pipeline", "sink"),)
 TOP_LEVEL_MODULES_AT_MOST = 10
+# Outside the sink, the job and its tools import the names of its face (sink/__init__.py), never
+# a module beside it; but the commit micro-benchmark, which times the sink's stages one by one.
+SINK_INSIDES_READ_BY = ("bench/microbench.py",)
 
 
 TOOLS = "{{ cookiecutter.package_name }}_tools"
@@ -163,6 +166,52 @@ def test_the_sink_imports_nothing_of_the_pipeline() -> None:
         if bad := sorted(set(imported) & set(PIPELINE_MODULES)):
             offenders[path.name] = bad
     assert not offenders, offenders
+
+
+def _absolute_imports(path: Path, package: str) -> list[tuple[str, str | None]]:
+    """(module, name) for each name `path` imports from a module, and (module, None) for each
+    module it imports whole; relative imports resolved from `package`, the file's own."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - node.level + 1], *([node.module] if node.module else [])])
+            found += [(base, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names]
+    return found
+
+
+def _sink_insides_imported(path: Path, package: str) -> list[str]:
+    sink = f"{PACKAGE_DIR.name}.sink"
+    face = set({{ cookiecutter.package_name }}.sink.__all__)
+    return [f"{module}.{name}" if name else module for module, name in _absolute_imports(path, package)
+            if module.startswith(f"{sink}.") or (module == sink and name not in face)]
+
+
+def test_outside_the_sink_nothing_imports_its_insides() -> None:
+    """The sink's face is what the rest may rely on; a change to its insides then stays inside."""
+    import {{ cookiecutter.package_name }}.sink
+    import {{ cookiecutter.package_name }}_tools
+
+    tools_dir = Path({{ cookiecutter.package_name }}_tools.__file__).parent
+    offenders = {}
+    for path in _job_modules():
+        name = _module_name(path)
+        if name.split(".")[1:2] != ["sink"]:
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            if bad := _sink_insides_imported(path, package):
+                offenders[str(path.relative_to(PACKAGE_DIR))] = bad
+    for path in tools_dir.rglob("*.py"):
+        relative = path.relative_to(tools_dir)
+        if relative.as_posix() not in SINK_INSIDES_READ_BY:
+            package = ".".join((tools_dir.name, *relative.parent.parts))
+            if bad := _sink_insides_imported(path, package):
+                offenders[f"{tools_dir.name}/{relative}"] = bad
+    assert not offenders, offenders
+    assert all(getattr({{ cookiecutter.package_name }}.sink, name) is not None for name in {{ cookiecutter.package_name }}.sink.__all__)
 
 
 def test_the_config_command_imports_neither_pyspark_nor_the_kafka_client(tmp_path: Path) -> None:

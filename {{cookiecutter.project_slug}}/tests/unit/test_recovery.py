@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from {{ cookiecutter.package_name }}.sink.coordinator import MarkersWentBack
+from {{ cookiecutter.package_name }}.sink.invariants import MarkersWentBack
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH, Marker
 from {{ cookiecutter.package_name }}.sink.recovery import (
     Action,
@@ -153,7 +153,7 @@ def test_source_offsets_are_parsed_once_and_keep_what_spark_wrote(tmp_path):
 
 def test_the_start_up_check_asks_the_same_of_the_last_planned_batch(tmp_path, monkeypatch):
     from {{ cookiecutter.package_name }}.config import ConfigError, load_config
-    from {{ cookiecutter.package_name }}.startup import preflight
+    from {{ cookiecutter.package_name }}.sink import start_checks
 
     (tmp_path / "offsets").mkdir()
     for batch_id in (0, 1):
@@ -162,16 +162,16 @@ def test_the_start_up_check_asks_the_same_of_the_last_planned_batch(tmp_path, mo
     config = load_config(None, {"delivery_guarantee": "exactly-once", "checkpoint_location": str(tmp_path)},
                          environ={})
     found: dict[int, Marker] = {}
-    monkeypatch.setattr(preflight, "read_marker_values", lambda *args, **kwargs: found)
+    monkeypatch.setattr(start_checks, "read_marker_values", lambda *args, **kwargs: found)
     found.update({0: Marker(1, digest)})  # batch 1 published from these offsets: a re-run of it, if any
-    preflight.check_checkpoint_against_markers(config)
+    start_checks.check_checkpoint_against_markers(config)
     found.update({0: Marker(1, "0123456789abcdef")})
     with pytest.raises(ConfigError, match=r"'checkpoint_location'.*published batch 1 from other source offsets"):
-        preflight.check_checkpoint_against_markers(config)
+        start_checks.check_checkpoint_against_markers(config)
     found.update({0: Marker(1, digest), 1: Marker(3, digest)})
     with pytest.raises(ConfigError, match=r"'checkpoint_location'.*plans batches up to 1.*already published batch 3:"):
-        preflight.check_checkpoint_against_markers(config)
+        start_checks.check_checkpoint_against_markers(config)
     found.update({0: Marker(1, digest, went_back_to=0), 1: Marker(1, digest)})
     with pytest.raises(MarkersWentBack, match=r"shard 0's batch markers in .* went back: one said batch 1 was "
                                               r"published, a later one batch 0"):
-        preflight.check_checkpoint_against_markers(config)
+        start_checks.check_checkpoint_against_markers(config)

@@ -13,11 +13,11 @@ import pytest
 
 from {{ cookiecutter.package_name }}.config import ConfigError, load_config
 from {{ cookiecutter.package_name }}.failures import GaveUp
-from {{ cookiecutter.package_name }}.sink.formats import UnknownFormat
 from {{ cookiecutter.package_name }}.sink.marker import Marker, marker_key, marker_value, parse_marker, shard_of
 from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettings, check_and_pin, read_pinned
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 from {{ cookiecutter.package_name }}.startup import preflight
+from {{ cookiecutter.package_name }}.storage.layout_versions import UnknownFormat
 from {{ cookiecutter.package_name }}.supervision.heartbeat import Heartbeat
 
 

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from ..config import JobConfig
 from ..kafka.client import librdkafka_config
-from ..sink.sink_log import SinkLog
+from ..sink import SinkLog
 from ..storage import checkpoint
 from ..storage.driver_presence import running_driver
 from ..storage.files import resolve_location

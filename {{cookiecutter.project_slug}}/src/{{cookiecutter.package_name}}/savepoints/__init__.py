@@ -50,7 +50,7 @@ from ..storage import checkpoint
 from ..storage.files import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
 
 if TYPE_CHECKING:
-    from ..sink.settings import SinkSettings
+    from ..sink import SinkSettings
 
 FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
@@ -137,7 +137,7 @@ def first_batch_id(origin: Origin | None) -> int:
 def sink_settings(config: JobConfig, origin: Origin | None = None) -> SinkSettings:
     """What the sink is told, from the configuration; `origin`: where a checkpoint started from a
     savepoint came from (read_origin)."""
-    from ..sink.settings import SinkSettings  # the sink package imports PySpark: not at import time
+    from ..sink import SinkSettings
 
     return SinkSettings(
         bootstrap_servers=config.bootstrap_servers,
@@ -408,6 +408,6 @@ def start_from(spark, config: JobConfig, path: str, manifest: Manifest) -> Origi
 
 
 def _maybe_crash(point: str) -> None:
-    from ..sink import faults  # the sink package imports PySpark: not at import time (`config` stays light)
+    from ..sink import faults
 
     faults.maybe_crash(getattr(faults, point), 0)

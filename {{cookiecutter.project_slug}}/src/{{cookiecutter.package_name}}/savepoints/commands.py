@@ -30,26 +30,16 @@ __all__ = ["create", "effective_config", "inspect", "restore_plan", "show_state"
 
 
 def _markers(config: JobConfig, sink_id: str, settled: bool = True) -> dict[int, int]:
-    from ..sink.marker import read_markers
+    from ..sink import published_batches
 
-    return read_markers(config.bootstrap_servers, config.marker_topic, sink_id, config.kafka, settled=settled)
+    return published_batches(config, sink_id, settled)
 
 
 def _fence_old_producers(config: JobConfig) -> None:
-    """Abort a transaction the stopped job may have left open (it was killed mid-commit): the
-    savepoint's markers must be settled, and the restored job's new transactional ids would
-    never abort it (read_committed consumers would wait for its time-out)."""
-    from ..sink.pinned_settings import read_pinned
-    from ..sink.producers import fence
+    from ..sink import fence_stopped_job
 
-    if not config.exactly_once:
-        return
-    settings = savepoints.sink_settings(config)
-    pinned = read_pinned(settings.checkpoint)
-    if pinned is not None:  # the ids the stopped job used, whatever the configuration says now
-        settings = dataclasses.replace(settings, sink_id=pinned.sink_id, shards=pinned.commit_shards,
-                                       transactional_id_prefix=pinned.transactional_id_prefix)
-    fence(settings)
+    if config.exactly_once:
+        fence_stopped_job(savepoints.sink_settings(config))
 
 
 def _session(spark_session: SessionFactory, config: JobConfig, name: str) -> SparkSession:

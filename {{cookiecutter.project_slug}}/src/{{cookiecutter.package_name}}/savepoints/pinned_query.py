@@ -5,11 +5,11 @@ refused, naming checkpoint_location: the state would be read with another meanin
 from __future__ import annotations
 
 from ..failures import ConfigError
-from ..sink.formats import read_pinned_file, write_pinned_file
 from ..storage import checkpoint
+from ..storage.layout_versions import read_pinned_file, write_pinned_file
 
 FILE = "query.json"
-PINNED_FORMAT = 1  # the file's layout (sink/formats.py)
+PINNED_FORMAT = 1  # the file's layout (storage/layout_versions.py)
 
 
 def read_pinned(location: str) -> str | None:

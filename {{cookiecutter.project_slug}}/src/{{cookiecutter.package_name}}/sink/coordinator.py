@@ -43,7 +43,7 @@ import pyarrow as pa
 from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
 
-from ..failures import JobFailure, Outcome
+from ..failures import Outcome
 from ..observability import metrics
 from ..observability.logs import event
 from ..storage.checkpoint import SourceOffsets
@@ -51,8 +51,14 @@ from . import faults
 from . import publishing_tasks as tasks
 from .batch_records import BatchRecords, InlineRecords, chunks_of
 from .distributed_records import DistributedRecords
+from .invariants import (
+    RerunMismatch,
+    SourceOffsetsWentBack,
+    checkpoint_behind_output,
+    markers_went_back,
+)
 from .producers import CommitShard, ProducerPool
-from .recovery import Action, BatchFigures, Decision, MarkerFacts, ShardRecovery, decide
+from .recovery import Action, BatchFigures, Decision, ShardRecovery, decide
 from .settings import SinkSettings
 from .shard_transaction import CommitFailed, ProducerFenced, ShardFigures, publish
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
@@ -60,39 +66,6 @@ from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 log = logging.getLogger(__name__)
 
 LOG_ENTRIES_KEPT = 100
-
-
-class InvariantBroken(JobFailure, RuntimeError):
-    """What the sink relies on does not hold; nothing of the batch was published, and no restart
-    can help: the job stops for good, whatever the restart strategy."""
-
-    outcome = Outcome.HALT
-
-
-class CheckpointBehindOutput(InvariantBroken):
-    """A shard's marker is past the batch: the checkpoint is older than the sink's output."""
-
-    outcome = Outcome.STOP
-    option = "checkpoint_location"
-
-
-class SourceOffsetsWentBack(InvariantBroken):
-    """The batch's source offsets are behind the previous batch's, or a partition disappeared."""
-
-    outcome = Outcome.STOP
-    option = "checkpoint_location"
-
-
-class RerunMismatch(InvariantBroken):
-    """A batch re-run computed other records than its first attempt, some of whose shards are
-    published: the rest would come from another computation (on_rerun_mismatch = "fail")."""
-
-    outcome = Outcome.STOP
-    option = "on_rerun_mismatch"
-
-
-class MarkersWentBack(InvariantBroken):
-    """A shard's batch marker named a lower batch than an earlier marker of the shard had."""
 
 
 @dataclass(frozen=True)
@@ -191,17 +164,6 @@ def check_markers_forward(settings: SinkSettings, decision: Decision, recovered:
         raise markers_went_back(settings.sink_id, settings.marker_topic, state.shard, state)
 
 
-def markers_went_back(sink_id: str, marker_topic: str, shard: int, marker: MarkerFacts) -> MarkersWentBack:
-    """The refusal of markers that went back, for the coordinator and the start-up check."""
-    return MarkersWentBack(
-        f"sink {sink_id!r}: shard {shard}'s batch markers in {marker_topic!r} went back: one said batch "
-        f"{marker.batch_id} was published, a later one batch {marker.went_back_to}. Only this sink's producers "
-        "write its markers, in batch order, so another writer wrote these (another job with the same sink_id, or "
-        "a tool), and which batches are published can no longer be told. Nothing was published. Stop any other "
-        f"job with sink_id {sink_id!r}, then start afresh with a new sink_id and a new checkpoint_location, or "
-        "from a savepoint.")
-
-
 def check_markers_not_ahead(settings: SinkSettings, batch_id: int, decision: Decision,
                             recovered: list[ShardRecovery]) -> None:
     """A marker past batch N, or at N from other source offsets than this run's `offsets/N`
@@ -211,19 +173,6 @@ def check_markers_not_ahead(settings: SinkSettings, batch_id: int, decision: Dec
         return
     marker = recovered[decision.shards[0]]
     raise checkpoint_behind_output(settings, batch_id, marker.batch_id, marker.shard, "Nothing was published.")
-
-
-def checkpoint_behind_output(settings: SinkSettings, batch_id: int, marker_batch: int, shard: int,
-                             published: str) -> CheckpointBehindOutput:
-    """The refusal of a marker ahead of batch N (at N: from other source offsets), read by the
-    coordinator or by a publishing task; `published` says what was published of the batch."""
-    return CheckpointBehindOutput(
-        f"batch {batch_id} is planned by {settings.checkpoint}, but "
-        f"sink {settings.sink_id!r} already published batch {marker_batch}"
-        f"{' from other source offsets' if marker_batch == batch_id else ''} (shard {shard}'s marker in "
-        f"{settings.marker_topic!r}): the checkpoint is older than the output (restored from a copy, or a second "
-        f"checkpoint under the same sink_id). {published} Put back the checkpoint the job last ran "
-        "with, or start afresh with a new sink_id and a new checkpoint_location.")
 
 
 def report_rerun_mismatch(settings: SinkSettings, batch_id: int, first: LogEntry, rerun: BatchFigures,

@@ -20,7 +20,7 @@ from ..failures import JobFailure, Outcome, Tolerance
 from ..kafka.client import librdkafka_config
 from ..observability import metrics
 from ..observability.logs import event
-from .formats import check_format
+from ..storage.layout_versions import check_format
 
 log = logging.getLogger(__name__)
 

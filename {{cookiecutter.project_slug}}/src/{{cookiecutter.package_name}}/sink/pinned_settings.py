@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass
 
 from ..failures import JobFailure, Outcome
 from ..storage import checkpoint
-from .formats import read_pinned_file, write_pinned_file
+from ..storage.layout_versions import read_pinned_file, write_pinned_file
 
 FILE = "sink-settings.json"
-PINNED_FORMAT = 1  # the file's layout (formats.py)
+PINNED_FORMAT = 1  # the file's layout (storage/layout_versions.py)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from ..failures import JobFailure, Outcome
 from ..storage import object_store
 from ..storage.checkpoint import SourceOffsets
 from ..storage.files import exists, filesystem, list_names, read_bytes, write_atomic
-from .formats import UnknownFormat, check_format
+from ..storage.layout_versions import UnknownFormat, check_format
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,7 @@ from ..failures import ConfigError, Fenced, GaveUp, Halted, JobFailure, KafkaUnr
 from ..observability import metrics
 from ..observability.logs import event
 from ..savepoints import Origin
-from ..sink import KafkaSink
-from ..sink.coordinator import Published
+from ..sink import KafkaSink, Published
 from ..startup import preflight
 from ..startup.startup import StartupTimes
 from ..storage.checkpoint import kafka_offsets
@@ -234,7 +233,7 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: Quer
         stopping = threading.Event()  # the sink's gate: set, no new batch publishes
         writer, sink = build_query(spark, config, origin, stopping)
         if config.exactly_once:
-            sink.pool.start_meanwhile(sink.settings, stopping)
+            sink.start_producers_meanwhile()
         query = writer.start()
         log.info("query %s started (%s, checkpoint %s)", query.id, config.delivery_guarantee,
                  config.checkpoint_location)
@@ -324,13 +323,13 @@ def _supervise(query: StreamingQuery, sink: KafkaSink, config: JobConfig, stop: 
 
 def sink_seconds(sink: KafkaSink, progress: dict) -> dict[str, float]:
     """The sink's part of a batch (exactly-once): its phase 2, and the start of its producers
-    (beside the first batch: ProducerPool.start_meanwhile)."""
+    (beside the first batch: KafkaSink.start_producers_meanwhile)."""
     batch_id = progress.get("batchId")
     published = sink.published(batch_id) if isinstance(batch_id, int) else None
     if published is None:
         return {}
     return {"sink phase 1": published.phase1_seconds, "sink phase 2": published.seconds,
-            "sink producers": sink.pool.start_seconds}
+            "sink producers": sink.producers_start_seconds}
 
 
 def _report(progress: dict, config: JobConfig, outage: OutageTolerance, sink: KafkaSink) -> None:

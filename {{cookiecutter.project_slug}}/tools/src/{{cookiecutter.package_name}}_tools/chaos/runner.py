@@ -218,7 +218,7 @@ class Chaos:
                 self.say(f"{run}: {kind} skipped: it needs a local three-broker cluster (--kafka-brokers 3)")
                 return "skipped"
             self.say(f"{run}: broker fault {kind} ...")
-            from {{ cookiecutter.package_name }}.sink.settings import transactional_ids
+            from {{ cookiecutter.package_name }}.sink import transactional_ids
 
             shard_0 = transactional_ids(TRANSACTIONAL_ID_PREFIX, self.sink_id) + "0"  # the coordinator's faults' target
             done = disruptions.cluster_fault(kind, self.kafka.cluster, self.rng, self.output_topic, shard_0)

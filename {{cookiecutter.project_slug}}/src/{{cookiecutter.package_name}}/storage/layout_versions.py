@@ -1,4 +1,4 @@
-"""What the sink persists carries the version of its layout: the marker value, the sink log
+"""What the job persists carries the version of its layout: the sink's marker value, its log
 entry and what a checkpoint pins (the sink's settings, the query). A reader meeting a version it
 does not know refuses it, naming where it met it, instead of guessing: a batch's fate must never
 be decided from a misread record."""
