@@ -110,9 +110,11 @@ class JobUnderTest:
         return load_config(None, settings, environ={**os.environ, **self.launcher_env})
 
     def start(self, fault: str | None = None, fault_batch: int = 0, fault_mode: str = "kill", until_idle: int = 3,
-              extra_env: dict[str, str] | None = None, **options: str) -> tuple[subprocess.Popen, Path]:
+              extra_env: dict[str, str] | None = None, arm_faults: bool = True, **options: str
+              ) -> tuple[subprocess.Popen, Path]:
         """Start the job, to run to the end of its input (or until a fault kills it); returns the
-        process and its log, kept per run."""
+        process and its log, kept per run. The fault points are armed through the tools' launcher
+        (processes.start_job) unless not `arm_faults`: then the job starts as production starts it."""
         self.runs += 1
         env = {**self.launcher_env, **(extra_env or {})}
         if fault:
@@ -124,7 +126,7 @@ class JobUnderTest:
         arguments, settings = ["run", "--until-idle", str(until_idle)], {**self.settings(), **options}
         if self.job_file is not None:
             arguments, settings = [*arguments, "--config", str(write_job_file(self.job_file, settings))], {}
-        process = start_job(arguments, settings, self.workdir, log_path, env, self.launcher)
+        process = start_job(arguments, settings, self.workdir, log_path, env, self.launcher, arm_faults)
         return process, log_path
 
     @contextlib.contextmanager
@@ -143,9 +145,11 @@ class JobUnderTest:
         Path(faults.release_file(str(self.fault_log), point, batch_id)).touch()
 
     def run(self, fault: str | None = None, fault_batch: int = 0, until_idle: int = 3, timeout: float = 400,
-            extra_env: dict[str, str] | None = None, **options: str) -> subprocess.CompletedProcess:
+            extra_env: dict[str, str] | None = None, arm_faults: bool = True, **options: str
+            ) -> subprocess.CompletedProcess:
         """Run the job to the end of its input (or until a fault kills it); the log is kept per run."""
-        process, log_path = self.start(fault, fault_batch, until_idle=until_idle, extra_env=extra_env, **options)
+        process, log_path = self.start(fault, fault_batch, until_idle=until_idle, extra_env=extra_env,
+                                       arm_faults=arm_faults, **options)
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -368,7 +368,7 @@ def task_part(topic: str, batch_id: int, rows: int, shard: int = 0) -> tuple[lis
 
 
 def order_for(settings: SinkSettings, batch_id: int, figures: ShardFigures) -> PublishOrder:
-    return PublishOrder(settings, batch_id, frozenset({0}), (figures,), "offsets", faults.DriverFaults(0, {}))
+    return PublishOrder(settings, batch_id, frozenset({0}), (figures,), "offsets", faults.DriverFaults(0, None))
 
 
 def slowly(batches: list[pa.RecordBatch]):

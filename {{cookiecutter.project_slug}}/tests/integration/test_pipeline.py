@@ -15,6 +15,7 @@ import pytest
 from {{ cookiecutter.package_name }}.pipeline import query
 from {{ cookiecutter.package_name }}.pipeline.query import as_key
 from {{ cookiecutter.package_name }}.savepoints import pinned_query
+from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools.readback import DEAD_LETTER, OUTPUT, Published
 from {{ cookiecutter.package_name }}_tools.sample import SampleInput, sample_headers
 from {{ cookiecutter.package_name }}_tools.value_formats import input_values
@@ -149,17 +150,24 @@ def test_restart_resumes_from_the_checkpoint_without_rereading(job):
     assert min(second_run_batches) > max(first_run_batches)
 
 
-def test_restart_strategy_restarts_then_gives_up(job):
-    produce_sample(job, count=200, seed=31, partitions=4, malformed_rate=0)
-    result = job.run(
-        extra_env={"{{ cookiecutter.package_name | upper }}_FAULT_POINT": "batch_computed",
-                   "{{ cookiecutter.package_name | upper }}_FAULT_MODE": "raise"},
-        restart_strategy="fixed-delay", restart_attempts="2", restart_delay_seconds="0.5",
-    )
+def test_a_fault_variable_fires_nothing_in_a_production_start_and_only_the_tools_arm_it(job):
+    """The crash tests' fault points are inert in the job's own command: a stray variable in a
+    production environment is left alone, and the batch publishes. Armed by the tools' launcher
+    (as every crash test starts the job), the same variables fail the batch, and the restart
+    strategy restarts it, then gives up."""
+    stray = {faults.POINT_VARIABLE: faults.BATCH_COMPUTED, faults.MODE_VARIABLE: "raise"}
+    first = produce_sample(job, count=200, seed=31, partitions=4, malformed_rate=0)
+    production = job.run(extra_env=stray, arm_faults=False)
+    assert production.returncode == 0 and "fault injection" not in production.stdout, production.stdout[-3000:]
+    assert "-m {{ cookiecutter.package_name }}_tools" not in " ".join(map(str, production.args))
+    verdict = verify(job.published(), *expectation(first))
+    assert verdict.exactly_once, verdict.problems
+    produce_sample(job, count=200, seed=32, partitions=4, malformed_rate=0)
+    result = job.run(extra_env=stray, restart_strategy="fixed-delay", restart_attempts="2", restart_delay_seconds="0.5")
     assert result.returncode != 0
     assert result.stdout.count("restarting the query in") == 2, result.stdout[-3000:]
     assert "giving up: 3 failures; restart_attempts is 2" in result.stdout
-    assert "InjectedFault: fault injection: batch_computed in batch 0" in result.stdout
+    assert "InjectedFault: fault injection: batch_computed in batch " in result.stdout
 
 
 def run_cli(job, *settings: str, command: str = "run", flags: tuple[str, ...] = (), timeout: float = 120

@@ -1,6 +1,9 @@
 """Fault injection for the crash tests: SIGKILL at a named step of the commit protocol.
 
-Enabled only through the environment, never through the job's configuration:
+Inert unless armed, and only the development tools arm it: their launcher of the job
+(`{{ cookiecutter.package_name }}_tools.armed_job`, which the tests and the chaos runner start the job through) reads
+these variables and calls `arm`; the job's own command and the image never do, so a stray
+variable in a production environment fires nothing:
   {{ cookiecutter.package_name | upper }}_FAULT_POINT  one of POINTS, or several separated by commas
   {{ cookiecutter.package_name | upper }}_FAULT_BATCH  fire at the first batch with id >= this (default 0)
   {{ cookiecutter.package_name | upper }}_FAULT_MODE   kill (default), kill_task, raise, hang or pause: raise fails the batch with an
@@ -9,12 +12,13 @@ Enabled only through the environment, never through the job's configuration:
                                   pause waits there, in every batch from the first, until the
                                   file `<fault log>.release-<point>-<batch>` exists: a test acts
                                   on Kafka meanwhile (kills the leader of a partition, a coordinator)
+  {{ cookiecutter.package_name | upper }}_FAULT_LOG    a file each fired fault is recorded in
 A fault kills the driver's process group (the driver's Python process and its JVM): a real crash
 of the driver, with no clean-up, exactly like a lost machine. BEFORE_KAFKA_COMMIT and
-AFTER_KAFKA_COMMIT are in the publishing task where Spark tasks publish the batch; there,
-kill_task kills the task's Python worker only, once (the job lives on, and runs the batch
-again): what an executor lost in the middle of a shard's transaction leaves. Local mode only:
-a task kills the driver's process group by its number.
+AFTER_KAFKA_COMMIT are in the publishing task where Spark tasks publish the batch, armed as the
+driver was (DriverFaults); there, kill_task kills the task's Python worker only, once (the job
+lives on, and runs the batch again): what an executor lost in the middle of a shard's
+transaction leaves. Local mode only: a task kills the driver's process group by its number.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..failures import JobFailure, Outcome
@@ -31,9 +36,11 @@ from ..failures import JobFailure, Outcome
 POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
 MODE_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_MODE"
-LOG_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_LOG"  # a file each fired fault is recorded in
-PAUSE_SECONDS = 600
-TASK_ONLY = " (the task only)"  # the end of a kill_task fault's line  # a pause that nothing released ends by itself
+LOG_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_LOG"
+VARIABLES = (POINT_VARIABLE, BATCH_VARIABLE, MODE_VARIABLE, LOG_VARIABLE)
+MODES = ("kill", "kill_task", "raise", "hang", "pause")
+PAUSE_SECONDS = 600  # a pause that nothing released ends by itself
+TASK_ONLY = " (the task only)"  # the end of a kill_task fault's line
 
 BATCH_COMPUTED = "batch_computed"  # the batch's records are on the driver; the coordinator has not started
 AFTER_LOG_ENTRY = "after_log_entry"  # the sink log says prepared; Kafka untouched
@@ -55,42 +62,63 @@ SAVEPOINT_SEED_COPIED = "savepoint_seed_copied"
 SAVEPOINT_POINTS = (SAVEPOINT_STATE_WRITTEN, SAVEPOINT_SEED_COPIED)
 
 
+@dataclass(frozen=True)
+class Armed:
+    """The points armed, from the batch on, and what firing one does (the variables above)."""
+
+    points: tuple[str, ...]
+    batch: int = 0
+    mode: str = "kill"
+    log: str = ""  # the fault log's path; "" for none
+
+    @classmethod
+    def of(cls, settings: Mapping[str, str]) -> Armed | None:
+        """What `settings` (the variables above) arm, None where they name no point; a value that
+        is not one of them refused, naming the variable."""
+        points = tuple(point.strip() for point in settings.get(POINT_VARIABLE, "").split(",") if point.strip())
+        for point in points:
+            if point not in POINTS + SAVEPOINT_POINTS:
+                raise ValueError(f"{POINT_VARIABLE}={point!r} is not one of {', '.join(POINTS + SAVEPOINT_POINTS)}")
+        mode = settings.get(MODE_VARIABLE, "kill")
+        if mode not in MODES:
+            raise ValueError(f"{MODE_VARIABLE}={mode!r} is not one of {', '.join(MODES)}")
+        batch = settings.get(BATCH_VARIABLE, "0")
+        if not batch.isdigit():
+            raise ValueError(f"{BATCH_VARIABLE}={batch!r} is not a batch id")
+        log = settings.get(LOG_VARIABLE, "")
+        if mode in ("pause", "kill_task") and not log:
+            raise ValueError(f"{MODE_VARIABLE}={mode} needs {LOG_VARIABLE}: the file that says where it stands")
+        return cls(points, int(batch), mode, log) if points else None
+
+
+_armed: Armed | None = None  # what this process fires: nothing, unless arm() was called
 _process_group: int | None = None  # in a publishing task: the driver's (in_task_of)
-_task_settings: dict[str, str] | None = None  # in a publishing task: the driver's variables (in_task_of)
+
+
+def arm(settings: Mapping[str, str]) -> None:
+    """Arm the points `settings` name, in this process and the publishing tasks its batches start.
+    The development tools' launcher of the job calls it; nothing of the job does."""
+    global _armed
+    _armed = Armed.of(settings)
 
 
 @dataclass(frozen=True)
 class DriverFaults:
-    """What the driver hands its publishing tasks, whose processes may not have its environment
-    (an executor on a standalone cluster): its process group and its fault variables."""
+    """What the driver hands its publishing tasks, whose processes may not share its state (an
+    executor on a standalone cluster): its process group and what it armed."""
 
     process_group: int
-    settings: dict[str, str]
+    armed: Armed | None
 
     @classmethod
     def of_driver(cls) -> DriverFaults:
-        names = (POINT_VARIABLE, BATCH_VARIABLE, MODE_VARIABLE, LOG_VARIABLE)
-        return cls(os.getpgid(0), {name: os.environ[name] for name in names if name in os.environ})
+        return cls(os.getpgid(0), _armed)
 
 
 def in_task_of(driver: DriverFaults) -> None:
     """This process runs a publishing task: the driver's faults apply, and kill the driver."""
-    global _process_group, _task_settings
-    _process_group, _task_settings = driver.process_group, driver.settings
-
-
-def _setting(name: str, default: str = "") -> str:
-    settings = os.environ if _task_settings is None else _task_settings
-    return settings.get(name, default)
-
-
-def armed_points() -> tuple[str, ...]:
-    """The points armed: one, or several separated by commas (the first reached fires)."""
-    points = tuple(point.strip() for point in _setting(POINT_VARIABLE, "").split(",") if point.strip())
-    for point in points:
-        if point not in POINTS + SAVEPOINT_POINTS:
-            raise ValueError(f"{POINT_VARIABLE}={point!r} is not one of {', '.join(POINTS + SAVEPOINT_POINTS)}")
-    return points
+    global _process_group, _armed
+    _process_group, _armed = driver.process_group, driver.armed
 
 
 class InjectedFault(JobFailure, RuntimeError):
@@ -102,26 +130,26 @@ class InjectedFault(JobFailure, RuntimeError):
 def maybe_crash(point: str, batch_id: int, checkpoint: str | None = None) -> None:
     """SIGKILL this process group (or raise) if `point` is armed for this batch. At
     WRITING_SPARK_COMMIT, first leave what a crash in the middle of Spark's commit leaves."""
-    if point not in armed_points() or batch_id < int(_setting(BATCH_VARIABLE, "0")):
+    armed = _armed
+    if armed is None or point not in armed.points or batch_id < armed.batch:
         return
     if point == WRITING_SPARK_COMMIT and checkpoint is not None:
         _leave_partial_commit(checkpoint, batch_id)
-    mode = _setting(MODE_VARIABLE, "kill")
-    if mode == "raise":
+    if armed.mode == "raise":
         raise InjectedFault(f"fault injection: {point} in batch {batch_id}")
-    if mode == "pause":
-        _pause(point, batch_id)
+    if armed.mode == "pause":
+        _pause(armed, point, batch_id)
         return
-    line = f"fault injection: {'hang' if mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}"
-    if mode == "kill_task":
+    line = f"fault injection: {'hang' if armed.mode == 'hang' else 'SIGKILL'} at {point} in batch {batch_id}"
+    if armed.mode == "kill_task":
         line += TASK_ONLY
-        if _fired(TASK_ONLY):
+        if _fired(armed, TASK_ONLY):
             return
-    _record(line)
-    if mode == "hang":
+    _record(armed, line)
+    if armed.mode == "hang":
         time.sleep(3600)
         return
-    if mode == "kill_task" and _process_group is not None:
+    if armed.mode == "kill_task" and _process_group is not None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _process_group is not None:
         os.killpg(_process_group, signal.SIGKILL)
@@ -133,28 +161,22 @@ def release_file(fault_log: str, point: str, batch_id: int) -> str:
     return f"{fault_log}.release-{point}-{batch_id}"
 
 
-def _pause(point: str, batch_id: int, timeout: float = PAUSE_SECONDS) -> None:
-    log_path = _setting(LOG_VARIABLE)
-    if not log_path:
-        raise ValueError(f"{MODE_VARIABLE}=pause needs {LOG_VARIABLE}: the file a test reads the pause from")
-    _record(f"fault injection: pause at {point} in batch {batch_id}")
+def _pause(armed: Armed, point: str, batch_id: int, timeout: float = PAUSE_SECONDS) -> None:
+    _record(armed, f"fault injection: pause at {point} in batch {batch_id}")
     deadline = time.monotonic() + timeout
-    while not os.path.exists(release_file(log_path, point, batch_id)) and time.monotonic() < deadline:
+    while not os.path.exists(release_file(armed.log, point, batch_id)) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def _fired(suffix: str) -> bool:
+def _fired(armed: Armed, suffix: str) -> bool:
     """Whether a line of the fault log ends with `suffix`: a fault that fires once has fired."""
-    log_path = _setting(LOG_VARIABLE)
-    if not log_path:
-        raise ValueError(f"{MODE_VARIABLE}=kill_task needs {LOG_VARIABLE}: the file that says it fired once")
-    return os.path.exists(log_path) and any(line.endswith(suffix) for line in open(log_path).read().splitlines())
+    return os.path.exists(armed.log) and any(line.endswith(suffix) for line in open(armed.log).read().splitlines())
 
 
-def _record(message: str) -> None:
+def _record(armed: Armed, message: str) -> None:
     print(message, file=sys.stderr, flush=True)  # Spark may swallow a worker's stderr: hence the log file
-    if log_path := _setting(LOG_VARIABLE):
-        with open(log_path, "a") as log:
+    if armed.log:
+        with open(armed.log, "a") as log:
             log.write(message + "\n")
 
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from {{ cookiecutter.package_name }}.sink import faults
 
 
 def processes() -> dict[int, tuple[int, int]]:
@@ -165,21 +168,50 @@ def job_command(arguments: list[str], settings: dict[str, str], launcher: list[s
 
 
 def start_job(arguments: list[str], settings: dict[str, str], cwd: Path, log_path: Path,
-              env: dict[str, str] | None = None, launcher: list[str] | None = None) -> subprocess.Popen:
+              env: dict[str, str] | None = None, launcher: list[str] | None = None,
+              arm_faults: bool = True) -> subprocess.Popen:
     """Run the job's own CLI (`python -m <package> <arguments> --set option=value ...`, or through
     `launcher`, e.g. deploy/spark-submit.sh) as production runs it: a process in a session of its
     own, so that a fault or a test can SIGKILL its whole group (driver, JVM, Python workers);
     configured by `--set` only (the environment's `<PACKAGE>_*` options are dropped); its output
     in `log_path`. Spark's scratch space goes under `cwd` (a SIGKILL leaves it behind: in /tmp
-    each killed run would keep its copies of the job's jars, 0.1-0.7 GB)."""
+    each killed run would keep its copies of the job's jars, 0.1-0.7 GB). Where `env` names
+    fault points (the job's sink/faults.py) and `arm_faults`, the driver runs through the tools'
+    launcher that arms them (armed_job.py): the job's own command would leave them alone."""
     command = job_command(arguments, settings, launcher)
     prefix = f"{JOB_PACKAGE.upper()}_"
     environment = {k: v for k, v in os.environ.items() if not k.startswith(prefix)}
     environment.update({"PYTHONUNBUFFERED": "1", **(env or {})})
     environment.setdefault("SPARK_LOCAL_DIRS", str(cwd / "spark-local"))
+    if arm_faults and any(name in environment for name in faults.VARIABLES):
+        command = _armed(command, environment, cwd)
     with open(log_path, "w") as log:
         return subprocess.Popen(command, cwd=cwd, env=environment, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+
+
+ARMED_JOB = f"{__package__}.armed_job"
+
+
+def _armed(command: list[str], environment: dict[str, str], cwd: Path) -> list[str]:
+    """`command` with its driver started through armed_job.py: in place of `python -m <package>`,
+    or, through deploy/spark-submit.sh, as the driver's Python (spark.pyspark.driver.python, a
+    script in `cwd` that runs the driver's file through it: it takes no arguments of its own)."""
+    own = [sys.executable, "-m", JOB_PACKAGE]
+    if command[:3] == own:
+        return [sys.executable, "-m", ARMED_JOB, *command[3:]]
+    if not any(part.endswith("spark-submit.sh") for part in command):
+        raise ValueError(f"fault points are armed for `python -m {JOB_PACKAGE}` or deploy/spark-submit.sh, "
+                         f"not for {command[:3]}")
+    driver_python = cwd / "armed-driver-python"
+    python = environment.get("PYTHON", sys.executable)
+    driver_python.write_text(f'#!/bin/sh\nexec {shlex.quote(python)} -m {ARMED_JOB} "$@"\n')
+    driver_python.chmod(0o755)
+    if " " in str(driver_python):
+        raise ValueError(f"{driver_python}: spark-submit.sh splits SPARK_SUBMIT_ARGS on spaces")
+    environment["SPARK_SUBMIT_ARGS"] = " ".join(
+        (environment.get("SPARK_SUBMIT_ARGS", ""), f"--conf spark.pyspark.driver.python={driver_python}")).strip()
+    return command
 
 
 def dump_stacks(root: int, settle: float = 2.0) -> None:
