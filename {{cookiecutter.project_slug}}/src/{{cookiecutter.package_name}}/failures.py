@@ -40,6 +40,18 @@ class JobFailure(Exception):
     outcome: ClassVar[Outcome]
     option: ClassVar[str | None] = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as itself, whatever its class's __init__ takes: a publishing task's failure
+        # reaches the driver as the value it was (class, message, outcome), never as text.
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuilt(cls: type[JobFailure], args: tuple[Any, ...], state: dict[str, Any]) -> JobFailure:
+    failure = cls.__new__(cls)
+    failure.args = args
+    failure.__dict__.update(state)
+    return failure
+
 
 class ConfigError(JobFailure, ValueError):
     """A bad configuration value; the message starts with the option's name."""

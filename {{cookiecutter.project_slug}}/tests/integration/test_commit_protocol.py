@@ -15,16 +15,15 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from {{ cookiecutter.package_name }}.failures import Outcome
 from {{ cookiecutter.package_name }}.sink import coordinator, faults
-from {{ cookiecutter.package_name }}.sink import publishing_tasks as tasks
 from {{ cookiecutter.package_name }}.sink.batch_records import DIGEST, RECORDS_SCHEMA, SHARD, InlineRecords, chunks_of, digest
-from {{ cookiecutter.package_name }}.sink.invariants import MarkersWentBack
+from {{ cookiecutter.package_name }}.sink.invariants import CheckpointBehindOutput, MarkersWentBack
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_marker_values, read_markers
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard, ProducerPool
-from {{ cookiecutter.package_name }}.sink.publishing_tasks import PublishOrder, ShardResult, as_failure, publish_part
+from {{ cookiecutter.package_name }}.sink.publishing_tasks import PublishOrder, ShardResult, publish_part
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.shard_transaction import (
-    CommitFailed,
     ProducerFenced,
+    RecomputedDifferently,
     RecordRejected,
     ShardFigures,
     publish,
@@ -378,11 +377,12 @@ def slowly(batches: list[pa.RecordBatch]):
 
 
 def test_two_attempts_of_a_publishing_task_at_once_publish_its_shard_once(kafka, new_topic, tmp_path):
-    """Spark may run a publishing task twice at once (a speculative copy; a retry beside an
-    executor that comes back). Both attempts of shard 0's task run here in two threads, on the
-    same records: the later init_transactions fences the earlier attempt, or the later attempt
-    finds the shard's marker at the batch. Either way its records are visible once, and an
-    attempt that failed says so as a value the driver turns into a retry, not a stop."""
+    """Spark runs a publishing task again once its attempt failed or its executor was lost; an
+    executor that comes back may still be running the earlier attempt (speculative copies are
+    off: spark/session.py). Both attempts of shard 0's task run here in two threads, on the same
+    records: the later init_transactions fences the earlier attempt, or the later attempt finds the
+    shard's marker at the batch. Either way its records are visible once, and the fenced attempt
+    says so as a value: ProducerFenced, as the driver would have met it."""
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "twice")
     batches, figures = task_part(output, 0, 400)
@@ -395,34 +395,32 @@ def test_two_attempts_of_a_publishing_task_at_once_publish_its_shard_once(kafka,
         time.sleep(0.3)
     for attempt in attempts:
         attempt.join(120)
-    statuses = sorted(result.status for result in results)
-    assert statuses in ([tasks.COMMITTED, tasks.FAILED], [tasks.COMMITTED, tasks.PUBLISHED_BEFORE]), results
+    published = [result for result in results if result.failure is None and result.published]
+    assert len(results) == 2 and len(published) == 1 and published[0].published == {output: 400}, results
+    other = next(result for result in results if result is not published[0])
+    assert other.published == {} and (other.failure is None or isinstance(other.failure, ProducerFenced)), other
     assert batch_ids_visible(kafka, output) == [0] * 400
     assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "twice") == {0: 0}
-    for result in results:
-        if result.status == tasks.FAILED:  # the fenced attempt: the batch is retried, the job goes on
-            failure = as_failure(result)
-            assert isinstance(failure, CommitFailed) and failure.outcome is Outcome.RETRY, result
 
 
 def test_a_publishing_task_refuses_a_marker_ahead_and_records_unlike_the_figures(kafka, new_topic, tmp_path):
-    """A task whose shard's marker is past the batch publishes nothing and says so (tasks.AHEAD: the
-    coordinator stops the job naming checkpoint_location); a task whose records are not the ones
-    the batch was prepared with (Spark computed a lost cached block again, and the query gave
-    other records) aborts before its commit."""
+    """A task whose shard's marker is past the batch publishes nothing and says so
+    (CheckpointBehindOutput: the job stops naming checkpoint_location); a task whose records are
+    not the ones the batch was prepared with (Spark computed a lost cached block again, and the
+    query gave other records) aborts before its commit."""
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "checks")
     batches, figures = task_part(output, 0, 100)
     other = ShardFigures(figures.rows, (figures.digest + 1) % (1 << 64))
     refused = publish_part(order_for(settings, 0, other), 0, iter(batches))
-    assert (refused.status, refused.failure, refused.outcome) == (tasks.FAILED, "RecomputedDifferently", "retry"), \
-        refused
-    assert "the query gave other records" in refused.message
+    assert isinstance(refused.failure, RecomputedDifferently) and refused.published == {}, refused
+    assert refused.failure.outcome is Outcome.RETRY and "the query gave other records" in str(refused.failure)
     assert batch_ids_visible(kafka, output) == []
 
     batches, figures = task_part(output, 3, 10)
-    assert publish_part(order_for(settings, 3, figures), 0, iter(batches)).status == tasks.COMMITTED
+    assert publish_part(order_for(settings, 3, figures), 0, iter(batches)).published == {output: 10}
     batches, figures = task_part(output, 2, 10)
     ahead = publish_part(order_for(settings, 2, figures), 0, iter(batches))
-    assert (ahead.status, ahead.marker_batch) == (tasks.AHEAD, 3), ahead
+    assert isinstance(ahead.failure, CheckpointBehindOutput), ahead
+    assert "already published batch 3 (shard 0's marker" in str(ahead.failure)
     assert batch_ids_visible(kafka, output) == [3] * 10

@@ -63,13 +63,12 @@ def test_kafka_errors_are_judged_by_their_code(code, fatal, outcome, option):
     assert KafkaError(code).name() in judged.line
 
 
-class _Shard:
-    shard, transactional_id = 0, "job-sink-0"
-
-
 class _Settings:
     client: ClassVar[dict[str, str]] = {"sasl.username": "job"}
     transactional_id_prefix, sink_id = "job", "sink"
+
+    def transactional_id(self, shard: int) -> str:
+        return f"job-sink-{shard}"
 
 
 @pytest.mark.parametrize(("code", "fatal", "raised", "outcome"), [
@@ -80,8 +79,7 @@ class _Settings:
     (KafkaError.UNKNOWN, False, shard_transaction.CommitFailed, Outcome.RETRY),
 ])
 def test_a_failed_transaction_becomes_the_sinks_own_exception_with_the_codes_outcome(code, fatal, raised, outcome):
-    failure = shard_transaction.failed_transaction(_Settings(), _Shard(), 7, KafkaError(code, "x", fatal=fatal),  # type: ignore[arg-type]
-                                             attempt=0)
+    failure = shard_transaction.failed_transaction(_Settings(), 0, 7, KafkaError(code, "x", fatal=fatal))  # type: ignore[arg-type]
     assert type(failure) is raised and verdict(failure).outcome is outcome, verdict(failure)
     assert any(name in str(failure) for name in ("job-sink-0", "batch 7", "User:job may not WRITE")), failure
 
@@ -157,26 +155,43 @@ def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypa
         Tolerance("waiting", 10).run(lambda: 1 / 0, lambda *_: AssertionError("not waited"))
 
 
-@pytest.mark.parametrize(("failure", "outcome", "raised", "judged"), [
-    ("ProducerFenced", "fenced", shard_transaction.CommitFailed, Outcome.RETRY),  # maybe a copy of itself: retried
-    ("CommitFailed", "fenced", shard_transaction.CommitFailed, Outcome.RETRY),  # Kafka's fenced code, met elsewhere
-    ("RecordRejected", "stop", shard_transaction.RecordRejected, Outcome.STOP),
-    ("RecomputedDifferently", "retry", shard_transaction.RecomputedDifferently, Outcome.RETRY),
-    ("KafkaFatal", "retry", shard_transaction.KafkaFatal, Outcome.RETRY),
-    ("CommitFailed", "ride out", shard_transaction.CommitFailed, Outcome.RIDE_OUT),
-    ("SomethingNew", "retry", shard_transaction.CommitFailed, Outcome.RETRY),
-])
-def test_a_publishing_tasks_failure_reaches_the_driver_as_the_sinks_exception_with_its_outcome(
-        failure, outcome, raised, judged):
-    """A publishing task answers with a row (publishing_tasks.ShardResult), never an exception:
-    the driver raises the sink's own class again, whose outcome the runner acts on."""
-    from {{ cookiecutter.package_name }}.sink.publishing_tasks import FAILED, ShardResult, as_failure
+def _task_failures() -> list[JobFailure]:
+    """One of each failure a publishing task can meet, made as the sink makes it."""
+    from {{ cookiecutter.package_name }}.sink.faults import InjectedFault
+    from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided
+    from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
+    from {{ cookiecutter.package_name }}.storage.layout_versions import UnknownFormat
 
-    error = as_failure(ShardResult(2, FAILED, failure, outcome, f"shard 2: {failure}"))
-    assert type(error) is raised and verdict(error).outcome is judged
-    assert "shard 2" in str(error)
-    if raised is shard_transaction.RecordRejected:
-        assert verdict(error).option == "kafka.message.max.bytes"
+    settings = SinkSettings(bootstrap_servers="b:9092", checkpoint="/c", sink_id="job", transactional_id_prefix="p",
+                            marker_topic="markers", shards=4, commit_timeout_seconds=60, client={})
+    return [
+        shard_transaction.failed_transaction(settings, 2, 7, KafkaError(KafkaError._FENCED, "fenced", fatal=True)),
+        shard_transaction.CommitFailed("shard 2: not the leader", Outcome.RIDE_OUT),
+        shard_transaction.RecordRejected("a record for 'counts' was refused"),
+        shard_transaction.RecomputedDifferently("batch 7, shard 2: 9 records where the batch was prepared with 10"),
+        shard_transaction.KafkaFatal("transactional id p-job-2: the producer cannot go on"),
+        shard_transaction.TransactionalIdRefused.of(settings),
+        invariants.checkpoint_behind_output(settings, 7, 9, 2, "Shard 2's publishing task published nothing."),
+        MarkersUndecided("an open transaction on 'markers' kept newer markers from being read"),
+        UnknownFormat("markers/2", 9, 2),
+        InjectedFault("fault injection: before_kafka_commit in batch 7"),
+    ]
+
+
+@pytest.mark.parametrize("failure", _task_failures(), ids=lambda failure: type(failure).__name__)
+def test_a_publishing_tasks_failure_reaches_the_driver_as_itself(failure):
+    """A publishing task answers with a row (publishing_tasks.ShardResult), never an exception; the
+    failure it met travels in it as a value, and the driver raises that: the same class, message,
+    outcome and option, which the runner judges as it would have on the driver. A fence is the
+    same wherever it is met: the job stops."""
+    from {{ cookiecutter.package_name }}.sink.publishing_tasks import ShardResult
+
+    row = ShardResult(2, {}, failure, 0.5).as_batch().to_pylist()[0]
+    arrived = ShardResult.of_row(row).failure
+    assert type(arrived) is type(failure) and str(arrived) == str(failure)
+    assert (verdict(arrived).outcome, verdict(arrived).option) == (verdict(failure).outcome, verdict(failure).option)
+    if isinstance(failure, shard_transaction.ProducerFenced):
+        assert verdict(arrived).outcome is Outcome.FENCED
 
 
 def test_a_call_refused_for_an_earlier_fatal_error_is_judged_by_that_error():

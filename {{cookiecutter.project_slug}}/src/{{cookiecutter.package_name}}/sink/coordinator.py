@@ -32,7 +32,6 @@ crash between two shards' commits) publishes nothing again.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -43,7 +42,7 @@ import pyarrow as pa
 from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
 
-from ..failures import Outcome
+from ..failures import JobFailure, Outcome
 from ..observability import metrics
 from ..observability.logs import event
 from ..storage.checkpoint import SourceOffsets
@@ -110,15 +109,26 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedReco
         figures = BatchFigures(tuple(records.rows_per_shard), tuple(f"{d:016x}" for d in records.digests),
                                source_offsets or SourceOffsets.of_batch(settings.checkpoint, batch_id))
         recovered = pool.recovered(settings)
-        previous, before = log_.read(batch_id), log_.latest_before(batch_id)
-        decision = decide(batch_id, figures, previous, before, recovered)
-        check_markers_forward(settings, decision, recovered)
-        check_markers_not_ahead(settings, batch_id, decision, recovered)
-        if previous is not None:
-            report_rerun_mismatch(settings, batch_id, previous, figures, decision)
-            if decision.action is Action.ALREADY_COMMITTED:
-                return Published(previous, {}, time.monotonic() - started, place)
-        check_offsets_forward(batch_id, before, decision)
+        attempt, before = log_.read(batch_id), log_.latest_before(batch_id)
+        decision = decide(batch_id, figures, attempt, before, recovered)
+        if attempt is not None:  # a re-run: logged where it differs, or refused (on_rerun_mismatch)
+            check_rerun(settings, batch_id, attempt, figures, decision)
+        match decision.action:
+            case Action.MARKERS_WENT_BACK:
+                state = recovered[decision.shards[0]]
+                raise markers_went_back(settings.sink_id, settings.marker_topic, state.shard, state)
+            case Action.CHECKPOINT_BEHIND_OUTPUT:
+                state = recovered[decision.shards[0]]
+                raise checkpoint_behind_output(settings, batch_id, state.batch_id, state.shard,
+                                               "Nothing was published.")
+            case Action.SOURCE_OFFSETS_WENT_BACK:
+                assert before is not None, "decide() compares the offsets with the entry before"
+                raise source_offsets_went_back(batch_id, before, decision)
+            case Action.ALREADY_COMMITTED:
+                assert attempt is not None, "decide() finds a batch committed in its log entry"
+                return Published(attempt, {}, time.monotonic() - started, place)
+            case Action.PUBLISH:
+                pass
         entry = LogEntry(
             batch_id=batch_id,
             status=PREPARED,
@@ -157,28 +167,10 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedReco
     return Published(entry, dict(published), seconds, place)
 
 
-def check_markers_forward(settings: SinkSettings, decision: Decision, recovered: list[ShardRecovery]) -> None:
-    """Each shard's markers move forward only (recovery.markers_gone_back)."""
-    if decision.action is Action.MARKERS_WENT_BACK:
-        state = recovered[decision.shards[0]]
-        raise markers_went_back(settings.sink_id, settings.marker_topic, state.shard, state)
-
-
-def check_markers_not_ahead(settings: SinkSettings, batch_id: int, decision: Decision,
-                            recovered: list[ShardRecovery]) -> None:
-    """A marker past batch N, or at N from other source offsets than this run's `offsets/N`
-    (recovery.markers_ahead): the checkpoint is older than the output. Skipping N then would
-    leave its counts in the state, never in the output."""
-    if decision.action is not Action.CHECKPOINT_BEHIND_OUTPUT:
-        return
-    marker = recovered[decision.shards[0]]
-    raise checkpoint_behind_output(settings, batch_id, marker.batch_id, marker.shard, "Nothing was published.")
-
-
-def report_rerun_mismatch(settings: SinkSettings, batch_id: int, first: LogEntry, rerun: BatchFigures,
-                          decision: Decision) -> None:
+def check_rerun(settings: SinkSettings, batch_id: int, first: LogEntry, rerun: BatchFigures,
+                decision: Decision) -> None:
     """A re-run whose figures differ from the first attempt's (decision.rerun_mismatch): counted in
-    eos_sink_rerun_mismatch_total, and logged. The shards whose marker says they published N hold
+    eos_sink_rerun_mismatch_total, and logged, or refused. The shards whose marker says they published N hold
     the first attempt's records if it was only prepared: publishing the others from this
     computation would mix two in one batch, which on_rerun_mismatch = "fail" refuses (the job
     stops, nothing more published) and "warn" lets through."""
@@ -203,13 +195,12 @@ def report_rerun_mismatch(settings: SinkSettings, batch_id: int, first: LogEntry
                                                    shards_published_before=committed_shards, two_computations=mixed))
 
 
-def check_offsets_forward(batch_id: int, before: LogEntry | None, decision: Decision) -> None:
-    """The source offsets batch N records are at or past those of the batch before it (`before`),
-    in every partition: a partition that goes back or disappears would have its records counted
-    twice, or be read from another topic's history (a topic deleted and created again)."""
-    if decision.action is not Action.SOURCE_OFFSETS_WENT_BACK or before is None:
-        return
-    raise SourceOffsetsWentBack(
+def source_offsets_went_back(batch_id: int, before: LogEntry, decision: Decision) -> SourceOffsetsWentBack:
+    """The refusal of a batch whose source offsets are behind those of the batch before it
+    (`before`) in a partition (decision.problems): a partition that goes back or disappears would
+    have its records counted twice, or be read from another topic's history (a topic deleted and
+    created again)."""
+    return SourceOffsetsWentBack(
         f"batch {batch_id}: its source offsets go back from batch {before.batch_id}'s: "
         + "; ".join(decision.problems) + ". Was an input topic deleted and created again? Nothing was published; "
         "start on a new checkpoint_location (with starting_offsets where it should begin) and a new sink_id.")
@@ -229,8 +220,8 @@ def publish_from_driver(settings: SinkSettings, records: BatchRecords, batch_id:
 def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batch_id: int, pending: tuple[int, ...],
                        source_offsets: str, pool: ProducerPool) -> Counter[str]:
     """Steps 3 and 4 in the publishing job's tasks, one per shard (publishing_tasks.py). Every
-    task answers with a row; a shard published by a task becomes its new state, the first failure
-    (the gravest outcome) fails the batch, and a marker ahead is the checkpoint behind the output."""
+    task answers with a row; a shard published by a task becomes its new state, and the gravest
+    of the failures the tasks met fails the batch, raised as the task met it."""
     order = tasks.PublishOrder(settings, batch_id, frozenset(pending),
                                tuple(ShardFigures(rows, digest) for rows, digest
                                      in zip(records.rows_per_shard, records.digests, strict=True)),
@@ -241,25 +232,24 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
         java = getattr(error, "java_exception", None)
         message = (str(java.getMessage()) if java is not None else str(error)).strip().splitlines()[0][:500]
         raise CommitFailed(f"batch {batch_id}: the publishing job failed: {message}") from error
-    results = {result.shard: result for result in tasks.results_of([row.asDict() for row in rows])}
+    results = {result.shard: result for result in (tasks.ShardResult.of_row(row.asDict()) for row in rows)}
     published: Counter[str] = Counter()
-    failed: list[tasks.ShardResult] = []
+    failures: list[JobFailure] = []
     for shard in pending:
         result = results.get(shard)
         if result is None:
             raise CommitFailed(f"batch {batch_id}: the publishing job returned nothing for shard {shard}")
-        if result.status == tasks.AHEAD:
-            raise checkpoint_behind_output(settings, batch_id, result.marker_batch, shard,
-                                           f"Shard {shard}'s publishing task published nothing.")
-        if result.status == tasks.FAILED:
-            failed.append(result)
+        if result.failure is not None:
+            failures.append(result.failure)
             continue
-        published.update(json.loads(result.published))
+        published.update(result.published)
         pool.record(settings, ShardRecovery(shard, settings.transactional_id(shard), batch_id, source_offsets))
-    if failed:
-        for result in failed[1:]:
-            log.warning("batch %d: shard %d's publishing task failed too: %s", batch_id, result.shard, result.message)
-        raise tasks.as_failure(max(failed, key=lambda result: _GRAVITY.index(Outcome(result.outcome))))
+    if failures:
+        gravest = max(failures, key=lambda failure: _GRAVITY.index(failure.outcome))
+        for failure in failures:
+            if failure is not gravest:
+                log.warning("batch %d: a publishing task failed too: %s", batch_id, failure)
+        raise gravest
     return published
 
 

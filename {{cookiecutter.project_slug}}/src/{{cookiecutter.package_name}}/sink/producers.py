@@ -1,4 +1,6 @@
-"""The driver's transactional producers, one per commit shard, in a pool the sink owns."""
+"""The commit shards' transactional producers: how a shard starts (start_shards: its producer's
+init_transactions, then its marker, settled), on the driver, where a pool the sink owns keeps them
+from batch to batch, or in a publishing task (publishing_tasks.py), for one batch."""
 
 from __future__ import annotations
 
@@ -108,21 +110,18 @@ class ProducerPool:
     def _start_missing(self, settings: SinkSettings, stopping: threading.Event | None) -> list[_Key]:
         keys = _keys(settings)
         without_producer = [key for key in keys if key not in self._shards]
-        unknown = [key for key in keys if key not in self._recovered]
+        unknown = {key[2] for key in keys if key not in self._recovered}
         if without_producer:
             started = time.monotonic()
             if unknown:
                 ensure_marker_topic(settings.bootstrap_servers, settings.marker_topic, settings.client)
+            producers, states = start_shards(settings, [key[2] for key in without_producer], stopping,
+                                             read_markers=bool(unknown))
             for key in without_producer:
-                self._shards[key] = CommitShard(settings, key[2])
-            if unknown:
-                # Read once the producers' init_transactions settled the markers.
-                wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds,
-                                              stopping)
-                markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
-                                             settings.client, wait=wait)
-                for key in unknown:
-                    self._recovered[key] = ShardRecovery.of_marker(key[2], key[1], markers.get(key[2]))
+                self._shards[key] = producers[key[2]]
+            for key in keys:  # a state is dropped only with its producer (reset): every unknown one started now
+                if key[2] in unknown:
+                    self._recovered[key] = states[key[2]]
             self.start_seconds = time.monotonic() - started
         return keys
 
@@ -137,6 +136,22 @@ class ProducerPool:
         driver restart): the next batch starts new ones, which read the markers again."""
         stale, self._shards, self._recovered = self._shards, {}, {}
         _let_go(stale.values())
+
+
+def start_shards(settings: SinkSettings, shards: list[int], stopping: threading.Event | None = None,
+                 read_markers: bool = True) -> tuple[dict[int, CommitShard], dict[int, ShardRecovery]]:
+    """Start `shards`: each one's producer, whose init_transactions fences any older producer of
+    its transactional id and aborts its open transaction; then, once all are settled, what their
+    markers say (read settled: another producer's open transaction on the marker topic is waited
+    out, within foreign_transaction_tolerance_seconds), unless not `read_markers`."""
+    producers = {shard: CommitShard(settings, shard) for shard in shards}
+    if not read_markers:
+        return producers, {}
+    wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds, stopping)
+    markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
+                                 settings.client, wait=wait)
+    return producers, {shard: ShardRecovery.of_marker(shard, settings.transactional_id(shard), markers.get(shard))
+                       for shard in shards}
 
 
 def _let_go(shards: Iterable[CommitShard]) -> None:

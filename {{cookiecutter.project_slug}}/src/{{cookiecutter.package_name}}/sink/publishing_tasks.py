@@ -1,66 +1,49 @@
-"""Steps 3 and 4 in Spark tasks: task s of the publishing job publishes commit shard s's part of
-the batch (distributed_records.py put it in partition s) in the shard's own transaction, and
-returns what happened as a row, never as an exception: the driver reads every shard's outcome
-(failures.Outcome) as a value and decides.
+"""Phase 2's steps 3 and 4 in Spark tasks: task s of the publishing job publishes commit shard s's
+part of the batch (distributed_records.py put it in partition s) in the shard's own transaction,
+and returns what happened as a row: its outcome as a value (the shard's published records, or the
+sink's failure itself, pickled), never as an exception, so that the driver reads every shard's
+outcome and raises the gravest, as it would have met it.
 
-In the task, the shard's protocol is the driver's (shard_transaction.publish), preceded by what
-a new producer must do before it may publish:
-  1. init_transactions with the shard's transactional id: fences any earlier producer of the
-     shard (an earlier attempt of the task, a speculative copy, a lost executor coming back, the
-     driver) and aborts its open transaction;
-  2. read the shard's marker, settled (an open transaction of another producer on the marker
-     topic is waited out): at batch N from these source offsets, an earlier attempt published
-     the shard, which publishes nothing again; past N (or at N from other offsets), refused;
-  3. the transaction: records, figures checked against phase 1's, marker, commit.
-Spark may run a task twice (a retry, speculation): the second attempt's step 1 fences the first,
-and its step 2 sees what the first committed, so a shard is published once.
+A task starts its shard as the driver's pool does (producers.start_shards): init_transactions
+with the shard's transactional id fences any earlier producer of the shard (an earlier attempt
+of the task, a lost executor coming back, the driver) and aborts its open transaction; then the
+shard's marker, settled, gives the batch's fate in the shard (recovery.fate): published before,
+nothing again; ahead, refused; else the shard's transaction (shard_transaction.publish), the
+driver's own. Spark may run a task again (a retry): the new attempt fences the earlier one, and
+sees what it committed, so a shard is published once. Speculative copies, which would fence the
+task they copy, are off (spark/session.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import pickle
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaException
 from pyspark.sql import SparkSession
 
-from ..failures import JobFailure, Outcome, kafka_outcome
+from ..failures import JobFailure
 from . import faults
 from .at_least_once import TaskFunction
-from .marker import ForeignTransactionWait, MarkersUndecided, read_marker_values
-from .producers import CommitShard, TransactionalIdRefused
+from .invariants import checkpoint_behind_output
+from .producers import start_shards
+from .recovery import Fate, fate
 from .settings import SinkSettings
-from .shard_transaction import (
-    Chunks,
-    CommitFailed,
-    KafkaFatal,
-    ProducerFenced,
-    RecomputedDifferently,
-    RecordRejected,
-    ShardFigures,
-    publish,
-)
+from .shard_transaction import Chunks, ShardFigures, failed_transaction, publish
 
 log = logging.getLogger(__name__)
 
-COMMITTED = "committed"  # the task committed the shard's transaction
-PUBLISHED_BEFORE = "published before"  # the shard's marker already had the batch: nothing again
-NOT_PENDING = "not pending"  # the driver found the shard published before the job started
-AHEAD = "ahead"  # the shard's marker is past the batch, or at it from other source offsets
-FAILED = "failed"
-
-RESULT_SCHEMA = pa.schema([
-    ("shard", pa.int32()), ("status", pa.string()), ("failure", pa.string()), ("outcome", pa.string()),
-    ("message", pa.string()), ("published", pa.string()), ("marker_batch", pa.int64()), ("seconds", pa.float64()),
-])
-RESULT_DDL = ("shard INT, status STRING, failure STRING, outcome STRING, message STRING, published STRING, "
-              "marker_batch BIGINT, seconds DOUBLE")
+RESULT_SCHEMA = pa.schema([("shard", pa.int32()), ("published", pa.string()), ("failure", pa.binary()),
+                           ("seconds", pa.float64())])
+RESULT_DDL = "shard INT, published STRING, failure BINARY, seconds DOUBLE"
 
 
 @dataclass(frozen=True)
@@ -77,23 +60,23 @@ class PublishOrder:
 
 @dataclass(frozen=True)
 class ShardResult:
-    """What a publishing task did with its shard."""
+    """What a publishing task did with its shard: the records it published per topic (none for a
+    shard published before, or not pending), or the failure it met, which the driver raises."""
 
     shard: int
-    status: str
-    failure: str = ""  # the class of the failure (a JobFailure of the sink), if it failed
-    outcome: str = ""  # its Outcome's value
-    message: str = ""
-    published: str = "{}"  # records per topic, as JSON
-    marker_batch: int = -1  # for AHEAD: the batch the marker names
+    published: dict[str, int]
+    failure: JobFailure | None = None
     seconds: float = 0.0
 
     def as_batch(self) -> pa.RecordBatch:
-        return pa.RecordBatch.from_pylist([self.__dict__], schema=RESULT_SCHEMA)
+        return pa.RecordBatch.from_pylist([{
+            "shard": self.shard, "published": json.dumps(self.published), "seconds": self.seconds,
+            "failure": None if self.failure is None else pickle.dumps(self.failure)}], schema=RESULT_SCHEMA)
 
     @classmethod
-    def failed(cls, shard: int, failure: JobFailure, seconds: float) -> ShardResult:
-        return cls(shard, FAILED, type(failure).__name__, failure.outcome.value, str(failure), seconds=seconds)
+    def of_row(cls, row: dict[str, Any]) -> ShardResult:
+        failure = None if row["failure"] is None else pickle.loads(row["failure"])
+        return cls(row["shard"], json.loads(row["published"]), failure, row["seconds"])
 
 
 def publish_task(order: PublishOrder) -> TaskFunction:
@@ -150,39 +133,32 @@ def _warm_up(spark: SparkSession, tasks: int) -> None:
 
 
 def publish_part(order: PublishOrder, shard: int, batches: Iterator[pa.RecordBatch]) -> ShardResult:
-    """Publish shard `shard`'s part of the batch (`batches`: its records, read once) as the task's
-    steps 1 to 3 say, or tell why not."""
+    """Publish shard `shard`'s part of the batch (`batches`: its records, read once), or say why not."""
     started = time.monotonic()
     settings, batch_id = order.settings, order.batch_id
-    if shard not in order.pending:
-        return ShardResult(shard, NOT_PENDING)
+    if shard not in order.pending:  # the driver found it published before the job started
+        return ShardResult(shard, {})
     faults.in_task_of(order.faults)
     try:
-        producer = CommitShard(settings, shard)  # step 1: fences every earlier producer of the shard
+        producers, states = start_shards(settings, [shard])
         try:
-            # Step 2: the settled marker (init_transactions aborted what an earlier attempt left open).
-            wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds)
-            marker = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
-                                        settings.client, wait=wait).get(shard)
-            if marker is not None and marker.batch_id >= batch_id:
-                status = PUBLISHED_BEFORE if (marker.batch_id, marker.source_offsets) == (
-                    batch_id, order.source_offsets) else AHEAD
-                return ShardResult(shard, status, marker_batch=marker.batch_id, seconds=time.monotonic() - started)
-            # Step 3.
-            published = publish(settings, producer, _one_pass(batches, shard), batch_id, order.source_offsets,
-                                expected=order.figures[shard], retries=0)
-            return ShardResult(shard, COMMITTED, published=json.dumps(published),
-                               seconds=time.monotonic() - started)
+            state = states[shard]
+            match fate(state, batch_id, order.source_offsets):
+                case Fate.PUBLISHED_BEFORE:
+                    return ShardResult(shard, {}, seconds=time.monotonic() - started)
+                case Fate.AHEAD:
+                    raise checkpoint_behind_output(settings, batch_id, state.batch_id, shard,
+                                                   f"Shard {shard}'s publishing task published nothing.")
+            published = publish(settings, producers[shard], _one_pass(batches, shard), batch_id,
+                                order.source_offsets, expected=order.figures[shard], retries=0)
+            return ShardResult(shard, dict(published), seconds=time.monotonic() - started)
         finally:
-            producer.producer.flush(0)
+            producers[shard].producer.flush(0)
     except JobFailure as failure:
-        return ShardResult.failed(shard, failure, time.monotonic() - started)
+        return ShardResult(shard, {}, failure, time.monotonic() - started)
     except KafkaException as error:  # from init_transactions or the marker read
-        kafka_error = error.args[0]
-        outcome, _ = kafka_outcome(kafka_error)
-        return ShardResult(shard, FAILED, CommitFailed.__name__, outcome.value,
-                           f"shard {shard}: {kafka_error.str()} ({kafka_error.name()})",
-                           seconds=time.monotonic() - started)
+        return ShardResult(shard, {}, failed_transaction(settings, shard, batch_id, error.args[0]),
+                           time.monotonic() - started)
 
 
 def _one_pass(batches: Iterator[pa.RecordBatch], shard: int) -> Chunks:
@@ -202,28 +178,3 @@ def _one_pass(batches: Iterator[pa.RecordBatch], shard: int) -> Chunks:
                 yield batch
 
     return chunks
-
-
-# The sink's failures a publishing task can report, by class name: the driver raises the same class.
-_FAILURES: dict[str, type[JobFailure]] = {cls.__name__: cls for cls in (
-    CommitFailed, KafkaFatal, ProducerFenced, RecomputedDifferently, RecordRejected, TransactionalIdRefused,
-    MarkersUndecided)}
-
-
-def as_failure(result: ShardResult) -> JobFailure:
-    """A failed task's result as the sink's exception, with the outcome the task judged. A task
-    fenced by another producer of its shard is not told apart from an earlier attempt of itself
-    (a speculative copy), so it fails the batch (RETRY), it does not stop the job: a second job on
-    this sink's ids is what the markers catch (they go ahead of the checkpoint, or back)."""
-    outcome = Outcome(result.outcome)
-    if outcome is Outcome.FENCED:  # by class (ProducerFenced) or by Kafka's code, wherever it was met
-        return CommitFailed(f"shard {result.shard}'s publishing task was fenced: {result.message}")
-    cls = _FAILURES.get(result.failure)
-    if cls is None or cls is CommitFailed:
-        return CommitFailed(result.message, outcome)
-    failure = cls(result.message)
-    return failure
-
-
-def results_of(rows: list[dict[str, object]]) -> list[ShardResult]:
-    return [ShardResult(**row) for row in rows]  # type: ignore[arg-type]

@@ -57,16 +57,31 @@ def markers_gone_back(markers: Mapping[int, MarkerFacts]) -> dict[int, MarkerFac
     return {shard: marker for shard, marker in sorted(markers.items()) if marker.went_back_to is not None}
 
 
+class Fate(Enum):
+    """What a shard's marker says of batch N, from source offsets O (the digest of `offsets/N`)."""
+
+    PUBLISH = "publish"  # the marker is behind N: the shard publishes N
+    PUBLISHED_BEFORE = "published before"  # at N from O: the shard published N before a crash, nothing again
+    # Past N, or at N from other offsets than O. Spark plans batch N+1 only once N's commit is
+    # written, so while N runs no marker can be past N, nor can a marker at N come from other
+    # offsets, unless the checkpoint is older than the output (restored from a copy, or a second
+    # checkpoint under the same sink id): an error, never a skip.
+    AHEAD = "ahead"
+
+
+def fate(marker: MarkerFacts, batch_id: int, source_offsets: str) -> Fate:
+    """Batch `batch_id`'s fate in a shard whose marker is `marker`, for its run from `source_offsets`:
+    the coordinator asks it of every shard, a publishing task of its own, the start-up check of the
+    checkpoint's last planned batch."""
+    if marker.batch_id > batch_id or (marker.batch_id == batch_id and marker.source_offsets != source_offsets):
+        return Fate.AHEAD
+    return Fate.PUBLISHED_BEFORE if marker.batch_id == batch_id else Fate.PUBLISH
+
+
 def markers_ahead(planned: int, source_offsets: str, markers: Mapping[int, MarkerFacts]) -> dict[int, MarkerFacts]:
-    """The shards whose marker says the checkpoint is older than the output, in shard order: the
-    marker is past `planned` (the checkpoint's batch), or at it with other source offsets than
-    `source_offsets` (the digest of the checkpoint's `offsets/<planned>`). Spark plans batch N+1
-    only once N's commit is written, so while N runs no marker can be past N, nor can a marker
-    at N come from other offsets, unless the checkpoint is older than the output (restored from
-    a copy, or a second checkpoint under the same sink id). The coordinator asks it of the batch
-    it publishes, the start-up check (preflight) of the checkpoint's last planned batch."""
+    """The shards whose marker is AHEAD of batch `planned` run from `source_offsets`, in shard order."""
     return {shard: marker for shard, marker in sorted(markers.items())
-            if marker.batch_id > planned or (marker.batch_id == planned and marker.source_offsets != source_offsets)}
+            if fate(marker, planned, source_offsets) is Fate.AHEAD}
 
 
 @dataclass(frozen=True)
@@ -111,13 +126,14 @@ def decide(batch_id: int, figures: BatchFigures, previous: LogEntry | None, befo
     by_shard = {state.shard: state for state in recovered}
     if gone_back := markers_gone_back(by_shard):
         return Decision(Action.MARKERS_WENT_BACK, shards=tuple(gone_back))
-    if ahead := markers_ahead(batch_id, figures.source_offsets.digest(), by_shard):
-        return Decision(Action.CHECKPOINT_BEHIND_OUTPUT, shards=tuple(ahead))
-    published_before = tuple(state.shard for state in recovered if state.batch_id == batch_id)
+    fates = {state.shard: fate(state, batch_id, figures.source_offsets.digest()) for state in recovered}
+    if ahead := tuple(shard for shard, shard_fate in sorted(fates.items()) if shard_fate is Fate.AHEAD):
+        return Decision(Action.CHECKPOINT_BEHIND_OUTPUT, shards=ahead)
+    published_before = tuple(shard for shard, shard_fate in fates.items() if shard_fate is Fate.PUBLISHED_BEFORE)
     mismatch = () if previous is None else rerun_mismatch(previous, figures)
     if previous is not None and previous.status is COMMITTED:
         return Decision(Action.ALREADY_COMMITTED, rerun_mismatch=mismatch, published_before=published_before)
-    pending = tuple(state.shard for state in recovered if state.batch_id < batch_id)
+    pending = tuple(shard for shard, shard_fate in fates.items() if shard_fate is Fate.PUBLISH)
     if pending and before is not None and before.batch_id < batch_id \
             and (problems := figures.source_offsets.going_back_from(before.source_offsets)):
         return Decision(Action.SOURCE_OFFSETS_WENT_BACK, problems=tuple(problems), rerun_mismatch=mismatch,

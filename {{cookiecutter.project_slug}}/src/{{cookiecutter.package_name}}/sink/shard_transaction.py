@@ -109,7 +109,7 @@ def publish(settings: SinkSettings, shard: CommitShard, chunks: Chunks, batch_id
                 if attempt < retries:  # aborted for a transient reason: again, in place
                     metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
                     continue
-            raise failed_transaction(settings, shard, batch_id, kafka_error, attempt) from error
+            raise failed_transaction(settings, shard.shard, batch_id, kafka_error, attempt) from error
     metrics.LAST_COMMITTED_BATCH.labels(settings.sink_id, str(shard.shard)).set(batch_id)
     faults.maybe_crash(faults.AFTER_KAFKA_COMMIT, batch_id)
     return published
@@ -252,12 +252,13 @@ def abort(settings: SinkSettings, shard: CommitShard) -> None:
                     "the transaction", shard.transactional_id, error.args[0].str())
 
 
-def failed_transaction(settings: SinkSettings, shard: CommitShard, batch_id: int, error: KafkaError,
-                       attempt: int) -> JobFailure:
-    """A shard's transaction that failed, as the sink's own exception: its outcome is the one the
-    error's code maps to (failures.kafka_outcome), its message names the transactional id."""
+def failed_transaction(settings: SinkSettings, shard: int, batch_id: int, error: KafkaError,
+                       attempt: int = 0) -> JobFailure:
+    """A shard's Kafka error (its transaction's, or its producer's start), as the sink's own
+    exception: its outcome is the one the error's code maps to (failures.kafka_outcome), its
+    message names the transactional id. A fence is ProducerFenced wherever it is met."""
     outcome, _ = kafka_outcome(error)
-    where = f"transactional id {shard.transactional_id}: {error.str()} ({error.name()})"
+    where = f"transactional id {settings.transactional_id(shard)}: {error.str()} ({error.name()})"
     if outcome is Outcome.FENCED:
         return ProducerFenced(f"{where}. Another job (or a newer instance of this one) uses the same sink id; "
                               "this one stops.")
@@ -266,4 +267,4 @@ def failed_transaction(settings: SinkSettings, shard: CommitShard, batch_id: int
     if error.fatal():
         return KafkaFatal(f"{where}: the producer cannot go on; the batch runs again with new producers")
     retried = f", aborted {attempt + 1} times" if error.txn_requires_abort() else ""
-    return CommitFailed(f"batch {batch_id}, shard {shard.shard}{retried}: {error.str()} ({error.name()})", outcome)
+    return CommitFailed(f"batch {batch_id}, shard {shard}{retried}: {error.str()} ({error.name()})", outcome)

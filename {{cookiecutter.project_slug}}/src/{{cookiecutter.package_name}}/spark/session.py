@@ -122,6 +122,9 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: 
                 .config("spark.sql.streaming.noDataProgressEventInterval", "1000")
                 .config("spark.sql.session.timeZone", "UTC")
                 .config("spark.sql.adaptive.enabled", "false")  # not used by streaming queries; saves two warnings
+                # No speculative copies, whatever the submission asks: a copy of a publishing task would
+                # fence the task it copies, and a fenced shard stops the job (sink/publishing_tasks.py).
+                .config("spark.speculation", "false")
                 # Arrow batches to the sink tasks: at most 10,000 rows (Spark's default) and at most 16 MiB,
                 # so a batch of large dead letters (64 KiB of raw value each) cannot take 800 MB at once.
                 .config("spark.sql.execution.arrow.maxBytesPerBatch", str(ARROW_MAX_BYTES_PER_BATCH))
