@@ -26,7 +26,7 @@ from {{ cookiecutter.package_name }}.sink.shard_transaction import (
     RecomputedDifferently,
     RecordRejected,
     ShardFigures,
-    publish,
+    run_shard_transaction,
 )
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, SinkLog
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
@@ -64,8 +64,8 @@ def test_an_older_driver_is_fenced_once_a_newer_one_started(kafka, new_topic, tm
     old = CommitShard(settings, 0)
     new = CommitShard(settings, 0)  # the restarted driver: same sink id, same transactional id
     with pytest.raises(ProducerFenced, match="uses the same sink id"):
-        publish(settings, old, chunks_of(batch_records(output, 0, 10), 0), 0)
-    publish(settings, new, chunks_of(batch_records(output, 1, 10), 0), 1)
+        run_shard_transaction(settings, old, chunks_of(batch_records(output, 0, 10), 0), 0)
+    run_shard_transaction(settings, new, chunks_of(batch_records(output, 1, 10), 0), 1)
     assert batch_ids_visible(kafka, output) == [1] * 10
     assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "fenced") == {0: 1}
 
@@ -89,7 +89,7 @@ def test_a_producer_fenced_between_its_records_is_judged_fenced_not_retried(kafk
         yield from second.chunks(0)
 
     with pytest.raises(ProducerFenced, match="uses the same sink id"):
-        publish(settings, old, chunks, 0)
+        run_shard_transaction(settings, old, chunks, 0)
 
 
 def fatal_refusal(shard: CommitShard, topic: str) -> bool:
@@ -216,7 +216,7 @@ def test_a_marker_behind_another_producers_open_transaction_is_still_read(kafka,
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "behind")
     foreign = open_foreign_transaction(kafka, settings.marker_topic)
-    publish(settings, CommitShard(settings, 0), chunks_of(batch_records(output, 0, 10), 0), 0)
+    run_shard_transaction(settings, CommitShard(settings, 0), chunks_of(batch_records(output, 0, 10), 0), 0)
     threading.Timer(2.0, foreign.abort_transaction, args=(30,)).start()
     assert read_markers(kafka.bootstrap_servers, settings.marker_topic, "behind", timeout=30) == {0: 0}
 
@@ -226,7 +226,7 @@ def test_a_transaction_left_open_on_the_marker_topic_fails_the_read_clearly(kafk
     settings = settings_for(kafka, tmp_path, new_topic, "stuck")
     foreign = open_foreign_transaction(kafka, settings.marker_topic)
     try:
-        publish(settings, CommitShard(settings, 0), chunks_of(batch_records(output, 0, 10), 0), 0)
+        run_shard_transaction(settings, CommitShard(settings, 0), chunks_of(batch_records(output, 0, 10), 0), 0)
         with pytest.raises(MarkersUndecided, match="another producer has been open"):
             read_markers(kafka.bootstrap_servers, settings.marker_topic, "stuck", timeout=3)
     finally:
@@ -254,9 +254,9 @@ def test_a_record_the_client_refuses_aborts_the_transaction_and_says_why(kafka, 
                                   "value": [b"{}", b'{"x": "' + b"x" * 2_000_000 + b'"}']}, schema=RECORDS_SCHEMA)
     # The value as published: stamped with the batch id (`,"batch_id":0` before its closing brace).
     with pytest.raises(RecordRejected, match=r"key b'huge', 2000026 bytes.*message.max.bytes"):
-        publish(settings, shard, chunks_of(InlineRecords.of(table, 1), 0), 0)
+        run_shard_transaction(settings, shard, chunks_of(InlineRecords.of(table, 1), 0), 0)
     # The transaction was aborted, not left open: the same producer publishes the next batch.
-    publish(settings, shard, chunks_of(batch_records(output, 1, 10), 0), 1)
+    run_shard_transaction(settings, shard, chunks_of(batch_records(output, 1, 10), 0), 1)
     assert batch_ids_visible(kafka, output) == [1] * 10
 
 
@@ -301,7 +301,7 @@ def test_a_checkpoint_older_than_the_published_batches_is_refused(kafka, new_top
     settings = settings_for(kafka, tmp_path, new_topic, "restored")
     shard = CommitShard(settings, 0)
     for batch_id in range(4):
-        publish(settings, shard, chunks_of(batch_records(output, batch_id, 3), 0), batch_id)
+        run_shard_transaction(settings, shard, chunks_of(batch_records(output, batch_id, 3), 0), batch_id)
     (tmp_path / "checkpoint" / "offsets").mkdir(parents=True)
     for batch_id in range(2):  # the copy knew batches 0 and 1
         (tmp_path / "checkpoint" / "offsets" / str(batch_id)).write_text("v1\n{}\n{\"events\": {\"0\": 5}}\n")
@@ -313,12 +313,12 @@ def test_a_checkpoint_older_than_the_published_batches_is_refused(kafka, new_top
 
 def test_a_marker_that_went_back_is_refused_naming_both_batches(kafka, new_topic, tmp_path):
     """A shard's markers only move forward: a lower batch after a higher one was written by another
-    writer (here publish() called directly, as a tool might). The read says so, and the batch stops."""
+    writer (here run_shard_transaction() called directly, as a tool might). The read says so, and the batch stops."""
     output = new_topic("out")
     settings = settings_for(kafka, tmp_path, new_topic, "back")
     shard = CommitShard(settings, 0)
-    publish(settings, shard, chunks_of(batch_records(output, 3, 2), 0), 3)
-    publish(settings, shard, chunks_of(batch_records(output, 1, 2), 0), 1)
+    run_shard_transaction(settings, shard, chunks_of(batch_records(output, 3, 2), 0), 3)
+    run_shard_transaction(settings, shard, chunks_of(batch_records(output, 1, 2), 0), 1)
     (marker,) = read_marker_values(kafka.bootstrap_servers, settings.marker_topic, "back").values()
     assert (marker.batch_id, marker.went_back_to) == (3, 1)
     with pytest.raises(MarkersWentBack, match=r"shard 0's batch markers .* one said batch 3 was published, a later "

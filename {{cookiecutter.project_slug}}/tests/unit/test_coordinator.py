@@ -28,7 +28,7 @@ from {{ cookiecutter.package_name }}.sink.invariants import (
     SourceOffsetsWentBack,
 )
 from {{ cookiecutter.package_name }}.sink.marker import NO_BATCH
-from {{ cookiecutter.package_name }}.sink.recovery import ShardRecovery
+from {{ cookiecutter.package_name }}.sink.recovery import ShardState
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.shard_transaction import (
     ABORTED_TRANSACTION_RETRIES,
@@ -98,7 +98,7 @@ class FakeShard:
         self.shard = shard
         self.transactional_id = settings.transactional_id(shard)
         self.producer = FakeProducer(fail=dict(fail))
-        self.state = ShardRecovery(shard, self.transactional_id, published, offsets)
+        self.state = ShardState(shard, self.transactional_id, published, offsets)
 
 
 @pytest.fixture
@@ -118,10 +118,10 @@ class FakePool:
     def shards_for(self, settings: SinkSettings, _stopping: object = None) -> list[FakeShard]:
         return [self.shards[i] for i in range(settings.shards)]
 
-    def recovered(self, settings: SinkSettings) -> list[ShardRecovery]:
+    def states(self, settings: SinkSettings) -> list[ShardState]:
         return [self.shards[i].state for i in range(settings.shards)]
 
-    def record(self, _settings: SinkSettings, state: ShardRecovery) -> None:
+    def committed(self, _settings: SinkSettings, state: ShardState) -> None:
         self.shards[state.shard].state = state  # kept through reset(): what the marker now says
 
     def reset(self) -> None:

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from {{ cookiecutter.package_name }}.sink import producers
 from {{ cookiecutter.package_name }}.sink.marker import Marker
-from {{ cookiecutter.package_name }}.sink.recovery import ShardRecovery
+from {{ cookiecutter.package_name }}.sink.recovery import ShardState
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 
 SETTINGS = SinkSettings(bootstrap_servers="127.0.0.1:1", checkpoint="/tmp/none", sink_id="pool", marker_topic="m",
@@ -35,7 +35,7 @@ def test_shards_started_meanwhile_are_the_ones_the_first_batch_gets(monkeypatch)
     shards = pool.shards_for(SETTINGS)
     assert Shard.started == [0, 1]  # started once, in the background
     assert [s.shard for s in shards] == [0, 1]
-    assert [(r.shard, r.batch_id, r.source_offsets) for r in pool.recovered(SETTINGS)] == [(0, -1, ""), (1, 4, "d")]
+    assert [(r.shard, r.batch_id, r.source_offsets) for r in pool.states(SETTINGS)] == [(0, -1, ""), (1, 4, "d")]
 
 
 def test_a_start_that_failed_meanwhile_is_done_again_with_the_batch(monkeypatch):
@@ -57,7 +57,7 @@ def test_a_start_that_failed_meanwhile_is_done_again_with_the_batch(monkeypatch)
     # The half-started shards (producers without their markers) were dropped and started again.
     assert Shard.started == [0, 1, 0, 1]
     assert [s.shard for s in shards] == [0, 1]
-    assert [(r.shard, r.batch_id) for r in pool.recovered(SETTINGS)] == [(0, 7), (1, -1)]
+    assert [(r.shard, r.batch_id) for r in pool.states(SETTINGS)] == [(0, 7), (1, -1)]
 
 
 def test_a_commit_gives_the_shard_a_new_state_and_a_reset_reads_the_markers_again(monkeypatch):
@@ -68,12 +68,12 @@ def test_a_commit_gives_the_shard_a_new_state_and_a_reset_reads_the_markers_agai
     monkeypatch.setattr(producers, "read_marker_values", lambda *args, **kwargs: dict(markers))
     pool = producers.ProducerPool()
     pool.shards_for(SETTINGS)
-    started = pool.recovered(SETTINGS)
-    pool.record(SETTINGS, ShardRecovery(1, SETTINGS.transactional_id(1), 5, "e"))
-    assert [(r.batch_id, r.source_offsets) for r in pool.recovered(SETTINGS)] == [(-1, ""), (5, "e")]
-    assert started[1] == ShardRecovery(1, SETTINGS.transactional_id(1), 4, "d")  # replaced, not changed
+    started = pool.states(SETTINGS)
+    pool.committed(SETTINGS, ShardState(1, SETTINGS.transactional_id(1), 5, "e"))
+    assert [(r.batch_id, r.source_offsets) for r in pool.states(SETTINGS)] == [(-1, ""), (5, "e")]
+    assert started[1] == ShardState(1, SETTINGS.transactional_id(1), 4, "d")  # replaced, not changed
     markers[0] = Marker(5, "f")
     pool.reset()
     pool.shards_for(SETTINGS)
     assert Shard.started == [0, 1, 0, 1]
-    assert [(r.batch_id, r.source_offsets) for r in pool.recovered(SETTINGS)] == [(5, "f"), (4, "d")]
+    assert [(r.batch_id, r.source_offsets) for r in pool.states(SETTINGS)] == [(5, "f"), (4, "d")]

@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.sink.recovery import (
     Action,
     BatchFigures,
     Decision,
-    ShardRecovery,
+    ShardState,
     decide,
     markers_ahead,
 )
@@ -28,9 +28,9 @@ FIGURES = BatchFigures(rows_per_shard=(3, 2), digests_per_shard=("00000000000000
                        source_offsets=OFFSETS)
 
 
-def shards(*batches: int, offsets: str = OFFSETS.digest()) -> list[ShardRecovery]:
+def shards(*batches: int, offsets: str = OFFSETS.digest()) -> list[ShardState]:
     """Shard i's marker at batches[i], naming `offsets` (this run's, unless said otherwise)."""
-    return [ShardRecovery(shard, f"t-{shard}", batch, offsets if batch != NO_BATCH else "")
+    return [ShardState(shard, f"t-{shard}", batch, offsets if batch != NO_BATCH else "")
             for shard, batch in enumerate(batches)]
 
 
@@ -118,10 +118,10 @@ def test_a_rerun_against_an_entry_of_the_first_layout_is_compared_by_its_rows_al
 
 
 def test_markers_that_went_back_stop_the_batch_whatever_else_holds():
-    went_back = [ShardRecovery(0, "t-0", N), ShardRecovery(1, "t-1", N + 2, "x", went_back_to=N - 3)]
+    went_back = [ShardState(0, "t-0", N), ShardState(1, "t-1", N + 2, "x", went_back_to=N - 3)]
     assert decide(N, FIGURES, entry(status=COMMITTED), BEFORE, went_back) == Decision(
         Action.MARKERS_WENT_BACK, shards=(1,))
-    assert ShardRecovery.of_marker(1, "t-1", Marker(9, "x", went_back_to=4)).went_back_to == 4
+    assert ShardState.of_marker(1, "t-1", Marker(9, "x", went_back_to=4)).went_back_to == 4
 
 
 def test_the_checkpoint_older_than_the_output_check_is_one_for_the_coordinator_and_the_start_up_check():
@@ -134,8 +134,8 @@ def test_the_checkpoint_older_than_the_output_check_is_one_for_the_coordinator_a
 
 
 def test_a_shards_state_is_what_its_marker_says():
-    assert ShardRecovery.of_marker(1, "t-1", Marker(4, "d")) == ShardRecovery(1, "t-1", 4, "d")
-    assert ShardRecovery.of_marker(0, "t-0", None) == ShardRecovery(0, "t-0", NO_BATCH, "")
+    assert ShardState.of_marker(1, "t-1", Marker(4, "d")) == ShardState(1, "t-1", 4, "d")
+    assert ShardState.of_marker(0, "t-0", None) == ShardState(0, "t-0", NO_BATCH, "")
 
 
 def test_source_offsets_are_parsed_once_and_keep_what_spark_wrote(tmp_path):

@@ -94,7 +94,7 @@ BatchRecords = InlineRecords | CombinedRecords
 
 
 def chunks_of(records: BatchRecords, shard: int) -> Callable[[], Iterator[pa.RecordBatch]]:
-    """Shard `shard`'s records, for shard_transaction.publish, which may read them more than once."""
+    """Shard `shard`'s records, for shard_transaction.run_shard_transaction, which may read them more than once."""
     return lambda: records.chunks(shard)
 
 

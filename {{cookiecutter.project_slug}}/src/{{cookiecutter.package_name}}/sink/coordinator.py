@@ -5,7 +5,7 @@ state store versions of N and `offsets/N` exist: this is Flink's "checkpoint com
 on batch N must become visible exactly once, whatever crashes.
 
     Step 1. Recovery, decided by recovery.decide (a pure function) from what the sink log,
-            the batch markers (each shard's ShardRecovery, read when its producer started) and
+            the batch markers (each shard's ShardState, read when its producer started) and
             `offsets/N` say: if the sink log says N is committed, N was published before a
             crash: publish nothing. A shard whose batch marker is at N published N before a
             crash: it publishes nothing again. A marker past N (or at N from other source
@@ -19,7 +19,7 @@ on batch N must become visible exactly once, whatever crashes.
             and dead letters) and the batch marker.
     Step 4. Commit it: retry a commit that timed out, abort when the error requires it,
             fail the query when the producer is fenced or fatal. The shard's new state is a new
-            ShardRecovery in the pool.
+            ShardState in the pool.
     Step 5. Mark the log entry `committed`. (Then Spark writes `commits/N`.)
     Step 6. Delete log entries older than LOG_ENTRIES_KEPT batches.
 
@@ -57,9 +57,9 @@ from .invariants import (
     markers_went_back,
 )
 from .producers import CommitShard, ProducerPool
-from .recovery import Action, BatchFigures, Decision, ShardRecovery, decide
+from .recovery import Action, BatchFigures, Decision, ShardState, decide
 from .settings import SinkSettings
-from .shard_transaction import CommitFailed, ProducerFenced, ShardFigures, publish
+from .shard_transaction import CommitFailed, ProducerFenced, ShardFigures, run_shard_transaction
 from .sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
 
 log = logging.getLogger(__name__)
@@ -108,17 +108,17 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedReco
         # Step 1. Recovery: what the log, the markers and the checkpoint say; `decide` says what to do.
         figures = BatchFigures(tuple(records.rows_per_shard), tuple(f"{d:016x}" for d in records.digests),
                                source_offsets or SourceOffsets.of_batch(settings.checkpoint, batch_id))
-        recovered = pool.recovered(settings)
+        states = pool.states(settings)
         attempt, before = log_.read(batch_id), log_.latest_before(batch_id)
-        decision = decide(batch_id, figures, attempt, before, recovered)
+        decision = decide(batch_id, figures, attempt, before, states)
         if attempt is not None:  # a re-run: logged where it differs, or refused (on_rerun_mismatch)
             check_rerun(settings, batch_id, attempt, figures, decision)
         match decision.action:
             case Action.MARKERS_WENT_BACK:
-                state = recovered[decision.shards[0]]
+                state = states[decision.shards[0]]
                 raise markers_went_back(settings.sink_id, settings.marker_topic, state.shard, state)
             case Action.CHECKPOINT_BEHIND_OUTPUT:
-                state = recovered[decision.shards[0]]
+                state = states[decision.shards[0]]
                 raise checkpoint_behind_output(settings, batch_id, state.batch_id, state.shard,
                                                "Nothing was published.")
             case Action.SOURCE_OFFSETS_WENT_BACK:
@@ -212,8 +212,9 @@ def publish_from_driver(settings: SinkSettings, records: BatchRecords, batch_id:
     published: Counter[str] = Counter()
     for shard in shards:
         if shard.shard in pending:
-            published += publish(settings, shard, chunks_of(records, shard.shard), batch_id, source_offsets)
-            pool.record(settings, ShardRecovery(shard.shard, shard.transactional_id, batch_id, source_offsets))
+            published += run_shard_transaction(settings, shard, chunks_of(records, shard.shard), batch_id,
+                                               source_offsets)
+            pool.committed(settings, ShardState(shard.shard, shard.transactional_id, batch_id, source_offsets))
     return published
 
 
@@ -243,7 +244,7 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
             failures.append(result.failure)
             continue
         published.update(result.published)
-        pool.record(settings, ShardRecovery(shard, settings.transactional_id(shard), batch_id, source_offsets))
+        pool.committed(settings, ShardState(shard, settings.transactional_id(shard), batch_id, source_offsets))
     if failures:
         gravest = max(failures, key=lambda failure: _GRAVITY.index(failure.outcome))
         for failure in failures:

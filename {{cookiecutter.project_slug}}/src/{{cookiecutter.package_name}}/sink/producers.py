@@ -16,7 +16,7 @@ from ..failures import JobFailure, Outcome
 from ..kafka.client import ClientConfig, librdkafka_config, quiet_client_logs
 from ..kafka.permissions import transactional_ids_refusal
 from .marker import ForeignTransactionWait, ensure_marker_topic, read_marker_values
-from .recovery import ShardRecovery
+from .recovery import ShardState
 from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms, transactional_ids
 
 # A shard of a sink: its brokers, its transactional id, its number.
@@ -32,7 +32,7 @@ def _keys(settings: SinkSettings) -> list[_Key]:
 
 
 class CommitShard:
-    """One commit shard's transactional producer. What its marker says is the pool's (ShardRecovery)."""
+    """One commit shard's transactional producer. What its marker says is the pool's (ShardState)."""
 
     def __init__(self, settings: SinkSettings, shard: int) -> None:
         self.shard = shard
@@ -63,12 +63,12 @@ class TransactionalIdRefused(JobFailure, RuntimeError):
 class ProducerPool:
     """The sink's commit shards, owned by the sink (KafkaSink) and kept from batch to batch so
     that `init_transactions`, which fences an older driver, runs once per shard; and each
-    shard's state (ShardRecovery): read from its marker when it starts, then replaced by a new
+    shard's state (ShardState): read from its marker when it starts, then replaced by a new
     value each time the shard commits a batch."""
 
     def __init__(self) -> None:
         self._shards: dict[_Key, CommitShard] = {}
-        self._recovered: dict[_Key, ShardRecovery] = {}
+        self._states: dict[_Key, ShardState] = {}
         self.start_seconds = 0.0  # what the last start of shards took (producers, fencing, markers)
         self._starting: Future[list[_Key]] | None = None
 
@@ -91,26 +91,26 @@ class ProducerPool:
                 self.reset()  # whatever it left half started
         return [self._shards[key] for key in self._start_missing(settings, stopping)]
 
-    def recovered(self, settings: SinkSettings) -> list[ShardRecovery]:
+    def states(self, settings: SinkSettings) -> list[ShardState]:
         """Each shard's state, in shard order, once shards_for started them."""
-        return [self._recovered[key] for key in _keys(settings)]
+        return [self._states[key] for key in _keys(settings)]
 
-    def record(self, settings: SinkSettings, state: ShardRecovery) -> None:
+    def committed(self, settings: SinkSettings, state: ShardState) -> None:
         """A shard committed a batch: `state` replaces what the pool held for it."""
-        self._recovered[_key(settings, state.shard)] = state
+        self._states[_key(settings, state.shard)] = state
 
     def settle(self, settings: SinkSettings, stopping: threading.Event | None = None) -> None:
         """Every shard's state known (where not: its id fenced, its marker read), and no producer
         kept: the publishing tasks take the shards' transactional ids over, which fences the
         driver's producers (publishing_tasks.py)."""
-        if any(key not in self._recovered for key in _keys(settings)) or self._starting is not None:
+        if any(key not in self._states for key in _keys(settings)) or self._starting is not None:
             self.shards_for(settings, stopping)
         self.release()
 
     def _start_missing(self, settings: SinkSettings, stopping: threading.Event | None) -> list[_Key]:
         keys = _keys(settings)
         without_producer = [key for key in keys if key not in self._shards]
-        unknown = {key[2] for key in keys if key not in self._recovered}
+        unknown = {key[2] for key in keys if key not in self._states}
         if without_producer:
             started = time.monotonic()
             if unknown:
@@ -121,7 +121,7 @@ class ProducerPool:
                 self._shards[key] = producers[key[2]]
             for key in keys:  # a state is dropped only with its producer (reset): every unknown one started now
                 if key[2] in unknown:
-                    self._recovered[key] = states[key[2]]
+                    self._states[key] = states[key[2]]
             self.start_seconds = time.monotonic() - started
         return keys
 
@@ -134,12 +134,12 @@ class ProducerPool:
     def reset(self) -> None:
         """Forget every producer (after a failed commit their state is unknown, or as after a
         driver restart): the next batch starts new ones, which read the markers again."""
-        stale, self._shards, self._recovered = self._shards, {}, {}
+        stale, self._shards, self._states = self._shards, {}, {}
         _let_go(stale.values())
 
 
 def start_shards(settings: SinkSettings, shards: list[int], stopping: threading.Event | None = None,
-                 read_markers: bool = True) -> tuple[dict[int, CommitShard], dict[int, ShardRecovery]]:
+                 read_markers: bool = True) -> tuple[dict[int, CommitShard], dict[int, ShardState]]:
     """Start `shards`: each one's producer, whose init_transactions fences any older producer of
     its transactional id and aborts its open transaction; then, once all are settled, what their
     markers say (read settled: another producer's open transaction on the marker topic is waited
@@ -150,7 +150,7 @@ def start_shards(settings: SinkSettings, shards: list[int], stopping: threading.
     wait = ForeignTransactionWait(settings.sink_id, settings.foreign_transaction_tolerance_seconds, stopping)
     markers = read_marker_values(settings.bootstrap_servers, settings.marker_topic, settings.sink_id,
                                  settings.client, wait=wait)
-    return producers, {shard: ShardRecovery.of_marker(shard, settings.transactional_id(shard), markers.get(shard))
+    return producers, {shard: ShardState.of_marker(shard, settings.transactional_id(shard), markers.get(shard))
                        for shard in shards}
 
 

@@ -8,7 +8,7 @@ A task starts its shard as the driver's pool does (producers.start_shards): init
 with the shard's transactional id fences any earlier producer of the shard (an earlier attempt
 of the task, a lost executor coming back, the driver) and aborts its open transaction; then the
 shard's marker, settled, gives the batch's fate in the shard (recovery.fate): published before,
-nothing again; ahead, refused; else the shard's transaction (shard_transaction.publish), the
+nothing again; ahead, refused; else the shard's transaction (shard_transaction.run_shard_transaction), the
 driver's own. Spark may run a task again (a retry): the new attempt fences the earlier one, and
 sees what it committed, so a shard is published once. Speculative copies, which would fence the
 task they copy, are off (spark/session.py).
@@ -37,7 +37,7 @@ from .invariants import checkpoint_behind_output
 from .producers import start_shards
 from .recovery import Fate, fate
 from .settings import SinkSettings
-from .shard_transaction import Chunks, ShardFigures, failed_transaction, publish
+from .shard_transaction import Chunks, ShardFigures, failed_transaction, run_shard_transaction
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def publish_part(order: PublishOrder, shard: int, batches: Iterator[pa.RecordBat
                 case Fate.AHEAD:
                     raise checkpoint_behind_output(settings, batch_id, state.batch_id, shard,
                                                    f"Shard {shard}'s publishing task published nothing.")
-            published = publish(settings, producers[shard], _one_pass(batches, shard), batch_id,
+            published = run_shard_transaction(settings, producers[shard], _one_pass(batches, shard), batch_id,
                                 order.source_offsets, expected=order.figures[shard], retries=0)
             return ShardResult(shard, dict(published), seconds=time.monotonic() - started)
         finally:

@@ -1,4 +1,4 @@
-"""Recovery as values. What each commit shard's batch marker says (ShardRecovery), and what the
+"""Recovery as values. What each commit shard's batch marker says (ShardState), and what the
 coordinator does with batch N given that, the sink log and the checkpoint (`decide`: a pure
 function, no I/O). coordinator.commit_batch reads what `decide` needs, asks it, and does what
 the Decision says; each case of recovery is a call of `decide` in tests/unit/test_recovery.py."""
@@ -16,7 +16,7 @@ from .sink_log import COMMITTED, DIGESTS_WITH_BATCH_ID, LogEntry
 
 
 @dataclass(frozen=True)
-class ShardRecovery:
+class ShardState:
     """A commit shard's settled state: the last batch its marker says it published, and the
     digest of that batch's source offsets (SourceOffsets.digest). Read when the shard's producer
     starts, once its init_transactions has fenced any older producer and settled its transaction;
@@ -29,7 +29,7 @@ class ShardRecovery:
     went_back_to: int | None = None  # a later marker of the shard named this lower batch (Marker.went_back_to)
 
     @classmethod
-    def of_marker(cls, shard: int, transactional_id: str, marker: Marker | None) -> ShardRecovery:
+    def of_marker(cls, shard: int, transactional_id: str, marker: Marker | None) -> ShardState:
         """What the shard's marker says; a shard without one has published nothing."""
         if marker is None:
             return cls(shard, transactional_id)
@@ -37,7 +37,7 @@ class ShardRecovery:
 
 
 class MarkerFacts(Protocol):
-    """What a marker says of the last batch it published (a Marker, a ShardRecovery)."""
+    """What a marker says of the last batch it published (a Marker, a ShardState)."""
 
     @property
     def batch_id(self) -> int: ...
@@ -115,23 +115,23 @@ class Decision:
     published_before: tuple[int, ...] = ()
 
 
-def decide(batch_id: int, figures: BatchFigures, previous: LogEntry | None, before: LogEntry | None,
-           recovered: Sequence[ShardRecovery]) -> Decision:
-    """Batch N's fate. `previous`: the sink log's entry for N, if a run of N wrote one;
-    `before`: the newest entry of a batch before N (an empty batch writes none); `recovered`:
+def decide(batch_id: int, figures: BatchFigures, attempt: LogEntry | None, before: LogEntry | None,
+           states: Sequence[ShardState]) -> Decision:
+    """Batch N's fate. `attempt`: the sink log's entry for N, if an earlier run of N wrote one;
+    `before`: the newest entry of a batch before N (an empty batch writes none); `states`:
     every shard's state. In order: markers that went back, or a marker ahead, stop the batch
     whatever the log says; a re-run is compared with the first attempt; a batch the log says
     committed publishes nothing; the shards whose marker is behind N publish it, provided the
-    source offsets do not go back from the previous batch's."""
-    by_shard = {state.shard: state for state in recovered}
+    source offsets do not go back from the batch before's."""
+    by_shard = {state.shard: state for state in states}
     if gone_back := markers_gone_back(by_shard):
         return Decision(Action.MARKERS_WENT_BACK, shards=tuple(gone_back))
-    fates = {state.shard: fate(state, batch_id, figures.source_offsets.digest()) for state in recovered}
+    fates = {state.shard: fate(state, batch_id, figures.source_offsets.digest()) for state in states}
     if ahead := tuple(shard for shard, shard_fate in sorted(fates.items()) if shard_fate is Fate.AHEAD):
         return Decision(Action.CHECKPOINT_BEHIND_OUTPUT, shards=ahead)
     published_before = tuple(shard for shard, shard_fate in fates.items() if shard_fate is Fate.PUBLISHED_BEFORE)
-    mismatch = () if previous is None else rerun_mismatch(previous, figures)
-    if previous is not None and previous.status is COMMITTED:
+    mismatch = () if attempt is None else rerun_mismatch(attempt, figures)
+    if attempt is not None and attempt.status is COMMITTED:
         return Decision(Action.ALREADY_COMMITTED, rerun_mismatch=mismatch, published_before=published_before)
     pending = tuple(shard for shard, shard_fate in fates.items() if shard_fate is Fate.PUBLISH)
     if pending and before is not None and before.batch_id < batch_id \

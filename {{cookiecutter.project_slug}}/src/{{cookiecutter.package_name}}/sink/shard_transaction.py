@@ -91,8 +91,9 @@ class ShardFigures:
     digest: int
 
 
-def publish(settings: SinkSettings, shard: CommitShard, chunks: Chunks, batch_id: int, source_offsets: str = "",
-            expected: ShardFigures | None = None, retries: int = ABORTED_TRANSACTION_RETRIES) -> Counter[str]:
+def run_shard_transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, batch_id: int,
+                          source_offsets: str = "", expected: ShardFigures | None = None,
+                          retries: int = ABORTED_TRANSACTION_RETRIES) -> Counter[str]:
     """Steps 3 and 4 for one shard: one Kafka transaction with its records and its marker. A
     transaction that Kafka aborted for a transient reason is tried again in place, `retries`
     times. Returns the records published per topic. `source_offsets`: the digest of the batch's
