@@ -20,10 +20,10 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import DataStreamWriter
 
 from . import savepoints
-from .config import JobConfig, java_client_options
+from .config import JobConfig
 from .formats import avro_input, avro_output
 from .formats.registry import Registry
-from .kafka.client import FETCH_MAX_WAIT_MS
+from .kafka.client import spark_source_options
 from .pipeline import query, steps
 from .pipeline.avro_parsing import ids_of_the_pending_batch
 from .pipeline.changes import Changes
@@ -59,14 +59,10 @@ def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
     headers where the query keeps them (query.KEEPS_HEADERS)."""
     return (
         spark.readStream.format("kafka")
-        .options(**java_client_options(config.kafka))
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
-        .option("kafka.isolation.level", "read_committed")
+        .options(**spark_source_options(config))
         .option("subscribe", config.input_topic)
         .option("startingOffsets", config.starting_offsets.strip())  # Spark's own form, checked by config
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-        .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
-        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
         .option("includeHeaders", str(query.KEEPS_HEADERS).lower())
         .load()
     )

@@ -1,6 +1,7 @@
 """The user's Kafka client settings (the `[kafka]` table: security.protocol, sasl.*, ssl.*,
 client.id ...) for every client of confluent-kafka the job and its tools make (librdkafka's
-names, as written). Spark's Kafka source takes them from config.java_client_options."""
+names, as written); and what every read of the input through Spark's Kafka source shares
+(spark_source_options), the same settings in the Java client's names (config.java_client_options)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,31 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..config import java_client_options
+
 if TYPE_CHECKING:  # the `config` command must not import the Kafka client (test_layout.py)
     from confluent_kafka import KafkaError
+
+    from ..config import JobConfig
 
 # A source task whose range ends at a transaction marker (every batch that catches up with a
 # transactional producer) waits this long for records that never come: the Java client's 500 ms
 # default adds up to seconds per batch over many partitions. Tasks read known ranges, so a short
 # wait costs nothing else.
 FETCH_MAX_WAIT_MS = 20  # for Spark's Kafka reader: the stream and the dead letters' read-back
+
+
+
+def spark_source_options(config: JobConfig) -> dict[str, str]:
+    """The options of Spark's Kafka source every read of the input takes, the stream's and a
+    batch's range read again (pipeline/input_range.py): the [kafka] settings, the brokers, only
+    committed records, what lost data does, the fetch wait."""
+    return {**java_client_options(config.kafka),
+            "kafka.bootstrap.servers": config.bootstrap_servers,
+            "kafka.isolation.level": "read_committed",
+            "failOnDataLoss": str(config.fail_on_data_loss).lower(),
+            "kafka.fetch.max.wait.ms": str(FETCH_MAX_WAIT_MS)}
+
 
 # What confluent-kafka takes as a client's configuration (callbacks, e.g. error_cb, among the values).
 ClientConfig = dict[str, Any]

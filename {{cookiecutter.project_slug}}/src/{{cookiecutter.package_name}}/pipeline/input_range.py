@@ -9,8 +9,8 @@ import json
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ..config import JobConfig, java_client_options
-from ..kafka.client import FETCH_MAX_WAIT_MS
+from ..config import JobConfig
+from ..kafka.client import spark_source_options
 
 EARLIEST = -2  # Spark's startingOffsets value for a partition's earliest offset
 
@@ -24,13 +24,9 @@ def read_input_range(spark: SparkSession, config: JobConfig, start: dict[str, in
     partitions = sorted(int(p) for p in end) if partitions is None else partitions
     return (
         spark.read.format("kafka")
-        .options(**java_client_options(config.kafka))
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
-        .option("kafka.isolation.level", "read_committed")
+        .options(**spark_source_options(config))  # as the stream reads
         .option("assign", json.dumps({topic: partitions}))
         .option("startingOffsets", json.dumps({topic: {str(p): start.get(str(p), EARLIEST) for p in partitions}}))
         .option("endingOffsets", json.dumps({topic: {str(p): end[str(p)] for p in partitions}}))
-        .option("failOnDataLoss", str(config.fail_on_data_loss).lower())
-        .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))  # as the stream reads (kafka/client.py)
         .load()
     )

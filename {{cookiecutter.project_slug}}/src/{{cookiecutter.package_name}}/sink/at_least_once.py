@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, Message
 
 from ..kafka.client import librdkafka_config
 from .batch_records import record_headers, stamped_values
+from .producing import produce
 from .settings import PARTITIONER, SinkSettings
 
 # A task's function for mapInArrow: its records in, its references out.
@@ -56,12 +57,7 @@ def produce_now(settings: SinkSettings, batch_id: int, batches: Iterator[pa.Reco
                     references.append(key)
                 continue
             rows += 1
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key, headers=record_header, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            produce(producer, topic, key, value, record_header, on_delivery)
     remaining = producer.flush(120)
     if remaining or errors:
         raise RuntimeError(f"at-least-once sink: {remaining} records undelivered, errors: {errors[:3]}")

@@ -108,7 +108,7 @@ def split_by_shard(records: pa.Table, shards: int) -> list[pa.Table]:
     return [records.filter(pc.equal(shard_of, shard)) for shard in range(shards)]
 
 
-_MASK = (1 << 64) - 1
+UINT64_MASK = (1 << 64) - 1  # 64 bits: a digest (a sum modulo 2**64), a zig-zag long
 
 
 def digest(records: pa.Table | pa.RecordBatch) -> int:
@@ -125,7 +125,7 @@ def digest(records: pa.Table | pa.RecordBatch) -> int:
     for topic, key, value, headers in zip(*columns, own, strict=True):
         record = b"\0".join((str(topic).encode(), key or b"", value or b"", repr(headers or []).encode()))
         total += int.from_bytes(hashlib.blake2b(record, digest_size=8).digest(), "little")
-    return total & _MASK
+    return total & UINT64_MASK
 
 
 def record_headers(chunk: pa.RecordBatch, sink_headers: Headers) -> list[Headers] | None:
@@ -171,7 +171,7 @@ def stamped_values(chunk: pa.RecordBatch, batch_id: int, avro_topics: frozenset[
 
 def avro_long(value: int) -> bytes:
     """Avro's binary encoding of a long: zig-zag, then a varint of 7-bit groups, lowest first."""
-    zigzag = ((value << 1) ^ (value >> 63)) & _MASK
+    zigzag = ((value << 1) ^ (value >> 63)) & UINT64_MASK
     encoded = bytearray()
     while zigzag > 0x7F:
         encoded.append((zigzag & 0x7F) | 0x80)
@@ -182,7 +182,7 @@ def avro_long(value: int) -> bytes:
 
 def combine(*digests: int) -> int:
     """The digest of records split in parts, from the parts' digests."""
-    return sum(digests) & _MASK
+    return sum(digests) & UINT64_MASK
 
 
 def _as_records(table: pa.Table) -> pa.Table:

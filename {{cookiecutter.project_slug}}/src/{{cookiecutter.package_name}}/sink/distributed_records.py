@@ -24,9 +24,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .batch_records import DIGEST, SHARD
-
-_MASK = (1 << 64) - 1
+from .batch_records import DIGEST, SHARD, UINT64_MASK
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ def figures(frame: DataFrame, shards: int) -> tuple[list[int], list[int], int, b
             continue
         rows[total[SHARD]] = total["rows"]
         size += int(total["bytes"] or 0)
-        digests[total[SHARD]] = (int(total["low"]) + (int(total["high"]) << 32)) & _MASK
+        digests[total[SHARD]] = (int(total["low"]) + (int(total["high"]) << 32)) & UINT64_MASK
     return rows, digests, size, references
 
 

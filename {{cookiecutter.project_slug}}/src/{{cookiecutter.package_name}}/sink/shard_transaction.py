@@ -22,7 +22,8 @@ from . import faults
 from .batch_records import DIGEST, combine, digest, record_headers, stamped_values
 from .marker import marker_key, marker_value
 from .producers import CommitShard, TransactionalIdRefused
-from .settings import COMMIT_ATTEMPTS_TIMEOUTS, Headers, SinkSettings
+from .producing import RecordRejected, produce, produce_again
+from .settings import COMMIT_ATTEMPTS_TIMEOUTS, SinkSettings
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +66,6 @@ class KafkaFatal(JobFailure, RuntimeError):
     ends with the restart strategy."""
 
     outcome = Outcome.RETRY
-
-
-class RecordRejected(JobFailure, RuntimeError):
-    """The client refused a record (too large for the producer's limit): a re-run would meet the
-    same record, so the job stops, naming the limit to raise."""
-
-    outcome = Outcome.STOP
-    option = "kafka.message.max.bytes"
 
 
 class RecomputedDifferently(JobFailure, RuntimeError):
@@ -140,19 +133,19 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
                       else chunk.column("topic").to_pylist())
             keys = chunk.column("key").to_pylist()
             values = stamped_values(chunk, published_id, settings.avro_topics).to_pylist()
-            produce = producer.produce
+            send = producer.produce  # the bound method, looked up once per chunk
             if (own := record_headers(chunk, headers)) is None:
                 for topic, key, value in zip(topics, keys, values, strict=True):
                     try:  # the loop every record takes: no call of ours around the client's
-                        produce(topic, value, key, ANY_PARTITION, NO_CALLBACK, NO_CALLBACK, NOW, headers)
+                        send(topic, value, key, ANY_PARTITION, NO_CALLBACK, NO_CALLBACK, NOW, headers)
                     except (BufferError, KafkaException) as error:
-                        _produce_again(producer, error, topic, key, value, headers)
+                        produce_again(producer, error, topic, key, value, headers)
             else:  # records with headers of their own (query.KEEPS_HEADERS)
                 for topic, key, value, record_header in zip(topics, keys, values, own, strict=True):
                     try:
-                        produce(topic, value, key, ANY_PARTITION, NO_CALLBACK, NO_CALLBACK, NOW, record_header)
+                        send(topic, value, key, ANY_PARTITION, NO_CALLBACK, NO_CALLBACK, NOW, record_header)
                     except (BufferError, KafkaException) as error:
-                        _produce_again(producer, error, topic, key, value, record_header)
+                        produce_again(producer, error, topic, key, value, record_header)
         if expected is not None and (rows, hashed) != (expected.rows, expected.digest):
             raise RecomputedDifferently(
                 f"batch {batch_id}, shard {shard.shard}: {rows} records (digest {hashed:016x}) where the batch was "
@@ -160,9 +153,9 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
                 "again and the query gave other records (it is not deterministic). Nothing of the shard was "
                 "committed; the batch runs again.")
         # The marker speaks the checkpoint's own batch ids, in its value and its header.
-        _produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
-                 marker_value(settings.sink_id, shard.shard, batch_id, rows, source_offsets),
-                 [("batch_id", str(batch_id).encode())])
+        produce(producer, settings.marker_topic, marker_key(settings.sink_id, shard.shard),
+                marker_value(settings.sink_id, shard.shard, batch_id, rows, source_offsets),
+                [("batch_id", str(batch_id).encode())])
     except (RecordRejected, RecomputedDifferently):
         abort(settings, shard)  # a failed abort must not hide the refusal
         raise
@@ -171,44 +164,6 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
     # Step 4.
     _commit(settings, producer, max(1.0, deadline - time.monotonic()))
     return published
-
-
-def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, headers: Headers) -> None:
-    try:
-        producer.produce(topic, value=value, key=key, headers=headers)
-    except (BufferError, KafkaException) as error:
-        _produce_again(producer, error, topic, key, value, headers)
-
-
-def _produce_again(producer: Producer, failure: BufferError | KafkaException, topic: str, key: bytes | None,
-                   value: bytes | None, headers: Headers) -> None:
-    """After the client refused a record: a full local queue is waited out (librdkafka sends some
-    first) and the record produced; a record too large is RecordRejected; any other refusal goes up."""
-    while isinstance(failure, BufferError):
-        producer.poll(0.05)
-        try:
-            producer.produce(topic, value=value, key=key, headers=headers)
-            return
-        except (BufferError, KafkaException) as error:
-            failure = error
-    if (refusal := _refused(failure, topic, key, value)) is None:
-        raise failure
-    raise refusal from failure
-
-
-def _refused(error: KafkaException, topic: str, key: bytes | None, value: bytes | None) -> RecordRejected | None:
-    """A produce call the client itself refused: RecordRejected for a record larger than
-    message.max.bytes; None for any other refusal (the client's exception goes up as it is)."""
-    if error.args[0].code() not in _TOO_LARGE:
-        return None
-    size = len(value or b"") + len(key or b"")
-    return RecordRejected(
-        f"a record for {topic!r} (key {bytes(key or b'')[:60]!r}, {size} bytes of key and value) was "
-        f"refused: {error.args[0].str()}. The producer's limit is message.max.bytes (librdkafka "
-        "default 1,000,000; set it in [kafka], below the broker's and topic's max.message.bytes).")
-
-
-_TOO_LARGE = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE)
 
 
 def _commit(settings: SinkSettings, producer: Producer, budget: float) -> None:
