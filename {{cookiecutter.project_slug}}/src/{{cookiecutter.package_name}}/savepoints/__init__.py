@@ -48,6 +48,7 @@ from ..config import JobConfig
 from ..failures import ConfigError
 from ..storage import checkpoint
 from ..storage.files import exists, filesystem, list_names, read_bytes, resolve_location, write_atomic
+from ..storage.layout_versions import UnknownFormat, check_format
 
 if TYPE_CHECKING:
     from ..sink import SinkSettings
@@ -189,10 +190,10 @@ class Manifest:
             raw = json.loads(data)
         except ValueError as error:
             raise SavepointError("savepoint", f"{where}: the manifest is not JSON ({error})") from None
-        version = raw.get("format_version") if isinstance(raw, dict) else None
-        if version != FORMAT_VERSION:
-            raise SavepointError("savepoint", f"{where}: format version {version!r}; this job reads version "
-                                 f"{FORMAT_VERSION} (take a new savepoint with the job that wrote it)")
+        try:
+            check_format(where, raw.get("format_version") if isinstance(raw, dict) else None, FORMAT_VERSION)
+        except UnknownFormat as error:  # a savepoint given to a command: its option is named
+            raise SavepointError("savepoint", f"{error} Or take a new savepoint with the job that wrote it.") from None
         try:
             return cls(**raw)
         except TypeError as error:
