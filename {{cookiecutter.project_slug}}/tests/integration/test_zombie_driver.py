@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 FROZEN_BATCH = 1
 OPTIONS = {"max_offsets_per_trigger": "1000", "publish_from": "tasks"}
+BATCHES = 3  # the sample's 3000 events, 1000 a batch
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +50,10 @@ def freeze_and_replace(job, replaced: Callable[[], bool]) -> tuple[int, str, int
         wait_until(replaced, 240, "the new driver published the frozen batch", alive=replacement,
                    log_path=replacement_log, interval=2)
 
-        job.release(faults.BEFORE_KAFKA_COMMIT, FROZEN_BATCH)
+        # A pause fires in every batch from FROZEN_BATCH on: the woken driver is let through those it
+        # may start before it sees the newer one (at least once, nothing fences it in the frozen batch).
+        for batch_id in range(FROZEN_BATCH, FROZEN_BATCH + BATCHES):
+            job.release(faults.BEFORE_KAFKA_COMMIT, batch_id)
         os.killpg(zombie.pid, signal.SIGCONT)
         try:
             woken = zombie.wait(240)
