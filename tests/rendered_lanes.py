@@ -1,11 +1,9 @@
-"""The rendered project's own suites as CI runs them, in three lanes of processes side by side:
-`make test`; `make test-cluster`; the other renderings' proofs. Tests of `make test` MOVED to the
-other two lanes, so that the three end about together. The lanes start before the template's
-first test (conftest.rendered_lanes), so that the template's own tests run beside them, and
-test_rendered_suite.py, run last, waits for them and judges them. Each lane spends a good share
-of its time waiting on Kafka, Spark and its processes, which the others use: two lanes left a
-quarter of the machine's two cores idle. Each writes to a log of its own; the judge streams
-`make test`'s as it grows and prints the others' when they end."""
+"""The rendered project's own suites as CI runs them, in two lanes of processes side by side:
+`make test` then the stateless shape's proof; `make test-cluster`, then MOVED, then the Avro
+rendering's proof and the windowed count's. The lanes start before the template's first test
+(conftest.rendered_lanes), so that the template's own tests run beside them, and
+test_rendered_suite.py, run last, waits for them and judges them. Each lane writes to a log of its
+own; the judge streams `make test`'s as it grows and prints the cluster lane's when it ends."""
 
 from __future__ import annotations
 
@@ -28,15 +26,9 @@ from cpu_accounts import (
     table,
 )
 
-# What each lane runs (its shell runs every step, and fails if any of them failed).
-LANES = {"make test": "make test, but the tests MOVED",
-         "make test-cluster": "make test-cluster, then the tests of make test MOVED to it",
-         "renderings": "the tests of make test MOVED to it, then each of the RENDERINGS' proof"}
-# Tests of `make test` run in another lane, in one session there after its own, so that the lanes
-# end about together (in CI's run, about 3:50 each for the chaos test, 5:45 for the savepoints and
-# 2:15 for the zombie driver).
-MOVED = {"make test-cluster": ("tests/chaos",),
-         "renderings": ("tests/integration/test_savepoints.py", "tests/integration/test_zombie_driver.py")}
+# From `make test` to the cluster lane, so that the lanes end about together (the chaos run on three
+# brokers, 3:04 in CI).
+MOVED = ("tests/chaos",)
 # Left out of CI for its time, each proved by other tests that run: the crash with the checkpoint on
 # S3 under local Spark (the cluster suite crashes the job at every point with its checkpoint on S3,
 # and kills the S3 server while it writes); the cluster's chaos smoke run (the cluster suite's
@@ -55,7 +47,7 @@ LEFT_OUT = {"test": ("tests/integration/test_s3_checkpoint.py::test_a_checkpoint
 CRASH_TESTS = ("tests/integration/test_exactly_once.py::test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol",
                "tests/integration/test_exactly_once.py::test_the_same_crash_duplicates_with_the_at_least_once_sink")
 # The other renderings' proof, each in a rendering of its own (the same venv, the rendering's code
-# first on the path), in the renderings' lane: the crash at the points whose recovery depends on what
+# first on the path), after a lane's suite: the crash at the points whose recovery depends on what
 # the rendering changes and the at-least-once counter-proof, judged by its model (record by record)
 # and by a run without faults; for the windowed count, its late events too; for Avro, its own tests
 # (malformed kinds, schema evolution, the registry's faults). Not their chaos runs (1:40-1:50 each,
@@ -114,37 +106,30 @@ def heading(name: str) -> str:
 
 
 @dataclass
-class Lane:
-    """One lane: its shell (the leader of its own process group), what it runs, its log."""
-
-    name: str  # the lane's CPU account's name and its row in the table
-    runs: str  # what it runs, for the judge's messages
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def follow(self) -> int:
-        """Print the lane's log as it grows, until the lane ends; its exit code."""
-        with self.log.open(errors="replace") as log:
-            while True:
-                ended = self.process.poll() is not None  # before the read: nothing written after it is missed
-                if text := log.read():
-                    print(text, end="", flush=True)
-                elif ended:
-                    return self.process.returncode
-                else:
-                    time.sleep(1)
-
-
-@dataclass
 class Lanes:
-    """The lanes, the first one's log the judge streams, and their CPU accounts."""
+    """The two lanes' processes (each the leader of its own process group) and their logs."""
 
-    lanes: list[Lane]
+    suite: subprocess.Popen[bytes]
+    cluster: subprocess.Popen[bytes]
+    suite_log: Path
+    cluster_log: Path
     started: float
     accounts: dict[str, Account | None]  # each lane's CPU account (cpu_accounts.py), None where none could be made
     cpu_log: Path  # the lanes' tests, one JSON line each (cpu_plugin/cpu_seconds.py)
     machine_at_start: float
     containers_at_start: float | None
+
+    def follow_suite(self) -> int:
+        """Print `make test`'s lane's log as it grows, until the lane ends; its exit code."""
+        with self.suite_log.open(errors="replace") as log:
+            while True:
+                ended = self.suite.poll() is not None  # before the read: nothing written after it is missed
+                if text := log.read():
+                    print(text, end="", flush=True)
+                elif ended:
+                    return self.suite.returncode
+                else:
+                    time.sleep(1)
 
     def cpu_table(self, walls: dict[str, float]) -> str:
         """Where the lanes' time went (cpu_accounts.table), since they began; the accounts removed."""
@@ -159,76 +144,70 @@ class Lanes:
                      per_test(self.cpu_log))
 
     def stop(self, grace_seconds: float = 60) -> None:
-        """End the lanes still running (their judge failed or was interrupted): interrupted as
-        Ctrl-C would, so that their tests stop the brokers, clusters and containers they started;
-        killed, with every process of their groups, if not ended within `grace_seconds`."""
-        running = [lane.process for lane in self.lanes if lane.process.poll() is None]
-        for process in running:
-            os.killpg(process.pid, signal.SIGINT)
+        """End a lane still running (its judge failed or was interrupted): interrupted as Ctrl-C
+        would, so that its tests stop the brokers, clusters and containers they started; killed,
+        with every process of its group, if it has not ended within `grace_seconds`."""
+        running = [lane for lane in (self.suite, self.cluster) if lane.poll() is None]
+        for lane in running:
+            os.killpg(lane.pid, signal.SIGINT)
         deadline = time.monotonic() + grace_seconds
-        for process in running:
+        for lane in running:
             try:
-                process.wait(max(0.0, deadline - time.monotonic()))
+                lane.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-
-
-def moved_run(lane: str, venv: Path) -> str:
-    """The shell command that runs the default rendering's tests MOVED to `lane`, in one session."""
-    return (f"CI_CPU_LANE=\"$CI_CPU_LANE, moved\" {shlex.quote(str(venv / 'bin' / 'pytest'))} "
-            f"{shlex.join(MOVED[lane])}")
+                os.killpg(lane.pid, signal.SIGKILL)
+                lane.wait()
 
 
 def start_lanes(venv: Path, workdir: Path) -> Lanes:
-    """Start the lanes on a default rendering of their own in `workdir` (the template's tests read
+    """Start both lanes on a default rendering of their own in `workdir` (the template's tests read
     theirs meanwhile: the lanes' runs leave files in a project), with `venv` (the template tests'
     shared project venv, which `make venv` first makes one editable install of that rendering); the
     other shapes' renderings and the logs go to `workdir` too. Raises, with its output, if `make venv` fails."""
     project = render(workdir / "default")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_CURRENT_TEST")}
     make = ["make", f"VENV={venv}"]
-    logs = {name: workdir / f"{name.replace(' ', '-')}.log" for name in LANES}
-    with logs["make test"].open("w") as log:
+    suite_log, cluster_log = workdir / "make-test.log", workdir / "test-cluster.log"
+    with suite_log.open("w") as log:
         made = subprocess.run([*make, "venv"], cwd=project, env=env, check=False, stdout=log, stderr=subprocess.STDOUT)
     if made.returncode != 0:
         raise RuntimeError(f"`make venv` for the rendered suites failed ({made.returncode}):\n"
-                           f"{logs['make test'].read_text(errors='replace')[-3000:]}")
-    moved = [test for tests in MOVED.values() for test in tests]
-    commands = {
-        "make test": (f"{deselecting(*moved, *AVRO_TESTS, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}",),
-        "make test-cluster": (f"{deselecting(*LEFT_OUT['test-cluster'])} {shlex.join([*make, 'test-cluster'])}",
-                              moved_run("make test-cluster", venv)),
-        "renderings": (moved_run("renderings", venv),
-                       *(f"echo {heading(name)}; ({rendering_run(name, workdir, venv)})" for name in RENDERINGS)),
-    }
+                           f"{suite_log.read_text(errors='replace')[-3000:]}")
+    stateless_run, windowed_run, avro_run = (rendering_run(name, workdir, venv)
+                                             for name in ("stateless", "windowed-count", "avro"))
+    pytest_bin = shlex.quote(str(venv / "bin" / "pytest"))
+    moved = " ".join(MOVED)
+    cluster_lane = (f"{deselecting(*LEFT_OUT['test-cluster'])} {shlex.join([*make, 'test-cluster'])}; cluster=$?; "
+                    f"CI_CPU_LANE=\"$CI_CPU_LANE, moved\" {pytest_bin} {moved}; moved=$?; "
+                    f"echo {heading('avro')}; ({avro_run}); avro=$?; "
+                    f"echo {heading('windowed-count')}; ({windowed_run}); windowed=$?; "
+                    "exit $((cluster || moved || avro || windowed))")
+    suite_lane = (f"{deselecting(*MOVED, *AVRO_TESTS, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}; suite=$?; "
+                  f"echo {heading('stateless')}; ({stateless_run}); stateless=$?; "
+                  "exit $((suite || stateless))")
 
     cpu_log = workdir / "cpu-per-test.jsonl"
-    accounts = {name: Account.new(name.replace(" ", "-")) for name in LANES}
+    accounts = {"make test": Account.new("suite"), "make test-cluster": Account.new("cluster")}
     lane_env = {**env, "PYTHONPATH": str(PLUGIN_DIR), "PYTEST_ADDOPTS": PLUGIN, "CI_CPU_LOG": str(cpu_log)}
     machine_at_start, containers_at_start = machine_seconds(), containers_seconds()
 
-    def lane(name: str) -> Lane:
-        # Every command runs, whatever the one before it gave; the lane fails if any of them failed.
+    def lane(name: str, command: str, log_path: Path) -> subprocess.Popen[bytes]:
         # Interrupted (Lanes.stop), a lane ends once its running test session has torn down.
         # The lane's shell joins its account first: everything it starts is charged to it.
         account = accounts[name]
         join = "" if account is None else f"echo $$ > {shlex.quote(str(account.tasks))}; "
-        steps = "".join(f"{command}; failed=$((failed || $?)); " for command in commands[name])
-        with logs[name].open("a") as log:
-            process = subprocess.Popen(["bash", "-c", f"{join}trap 'exit 130' INT; failed=0; {steps}exit $failed"],
-                                       cwd=project, env={**lane_env, "CI_CPU_LANE": name,
-                                                         "CI_CPU_ACCOUNT": "" if account is None else str(account.path)},
-                                       stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=True)
-        return Lane(name, LANES[name], process, logs[name])
+        with log_path.open("a") as log:
+            return subprocess.Popen(["bash", "-c", f"{join}trap 'exit 130' INT; {command}"], cwd=project,
+                                    env={**lane_env, "CI_CPU_LANE": name,
+                                         "CI_CPU_ACCOUNT": "" if account is None else str(account.path)},
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
 
-    started: list[Lane] = []
+    cluster = lane("make test-cluster", cluster_lane, cluster_log)
     try:
-        for name in LANES:
-            started.append(lane(name))
+        suite = lane("make test", suite_lane, suite_log)
     except BaseException:
-        for running in started:
-            os.killpg(running.process.pid, signal.SIGKILL)
+        os.killpg(cluster.pid, signal.SIGKILL)
         raise
-    return Lanes(started, time.monotonic(), accounts, cpu_log, machine_at_start, containers_at_start)
+    return Lanes(suite, cluster, suite_log, cluster_log, time.monotonic(), accounts, cpu_log, machine_at_start,
+                 containers_at_start)
