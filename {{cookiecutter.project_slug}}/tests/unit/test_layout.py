@@ -22,7 +22,7 @@ LIGHT_COMMANDS = ("config",)
 # The job's top-level modules and packages, in layers from the bottom: a module imports from its own
 # layer or those below it, never from one above. `__init__` is the package itself (its version).
 LAYERS = (
-    ("__init__", "failures", "identifiers"),
+    ("__init__", "failures", "identifiers", "waiting"),
     ("config",),
     ("observability",),  # logs and metrics, which every layer above may use
     ("storage", "kafka", "spark", "formats"),

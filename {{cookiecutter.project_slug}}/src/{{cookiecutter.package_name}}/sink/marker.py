@@ -21,6 +21,7 @@ from ..kafka.client import librdkafka_config
 from ..observability import metrics
 from ..observability.logs import event
 from ..storage.layout_versions import check_format
+from ..waiting import poll, retry
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +104,11 @@ def _partition_count(admin: AdminClient, topic: str, timeout: float = 30.0) -> i
     """The topic's partitions, once the broker's metadata shows them: just after a topic is
     created, its metadata may still list none (a Kafka topic always has at least one), and
     reading that as "0 partitions" would refuse a fresh marker topic at start-up."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def partitions() -> int:
         described = admin.list_topics(topic, timeout=timeout).topics.get(topic)
-        partitions = len(described.partitions) if described is not None and described.error is None else 0
-        if partitions or time.monotonic() >= deadline:
-            return partitions
-        time.sleep(0.2)
+        return len(described.partitions) if described is not None and described.error is None else 0
+
+    return poll(partitions, lambda count: count > 0, timeout)
 
 
 def _check_fit(admin: AdminClient, topic: str, partitions: int) -> None:
@@ -129,15 +128,13 @@ def _topic_configs(admin: AdminClient, topic: str, timeout: float = 30.0) -> dic
     """The topic's configuration. Just after the topic was created, the broker asked may not
     know it yet (on a cluster, each broker learns of a new topic in its own time): asked again."""
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            configs: dict[str, ConfigEntry] = admin.describe_configs([resource])[resource].result(timeout=timeout)
-            return configs
-        except KafkaException as error:
-            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() >= deadline:
-                raise
-        time.sleep(0.2)
+
+    def unknown_topic(error: Exception) -> bool:
+        return isinstance(error, KafkaException) and error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    configs: dict[str, ConfigEntry] = retry(
+        lambda: admin.describe_configs([resource])[resource].result(timeout=timeout), unknown_topic, timeout)
+    return configs
 
 
 class MarkersUndecided(JobFailure, TimeoutError):
@@ -244,12 +241,10 @@ def read_marker_values(bootstrap_servers: str, topic: str, sink_id: str, client:
 
 
 def _topic_exists(consumer: Consumer, topic: str, timeout: float, deadline: float) -> bool:
-    metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
     # A topic created a moment ago may have no leader yet: wait for it, do not read "no markers".
-    while metadata is not None and metadata.error is not None and metadata.error.retriable() \
-            and time.monotonic() < deadline:
-        time.sleep(0.2)
-        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    metadata = poll(lambda: consumer.list_topics(topic, timeout=timeout).topics.get(topic),
+                    lambda found: found is None or found.error is None or not found.error.retriable(),
+                    deadline - time.monotonic())
     if metadata is None or (metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
         return False
     if metadata.error is not None:  # anything else would be taken for "nothing published"
@@ -259,11 +254,8 @@ def _topic_exists(consumer: Consumer, topic: str, timeout: float, deadline: floa
 
 def _wait_for_stable_offset(consumer: Consumer, partition: TopicPartition, target: int, deadline: float) -> int:
     """The partition's LSO once it reached `target`, or the last one seen at the deadline."""
-    while True:
-        _low, stable = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
-        if stable >= target or time.monotonic() >= deadline:
-            return stable
-        time.sleep(0.2)
+    return poll(lambda: consumer.get_watermark_offsets(partition, timeout=10, cached=False)[1],
+                lambda stable: stable >= target, deadline - time.monotonic())
 
 
 def _wait_out_foreign_transaction(consumer: Consumer, snapshot: Consumer, partition: TopicPartition, target: int,

@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..failures import JobFailure, Outcome, kafka_outcome
 from ..observability import metrics
+from ..waiting import retry
 from . import faults
 from .batch_records import DIGEST, combine, digest, record_headers, stamped_values
 from .marker import marker_key, marker_value
@@ -170,17 +171,13 @@ def _commit(settings: SinkSettings, producer: Producer, budget: float) -> None:
     """Commit; a commit that timed out is retried (Kafka documents it as retriable), with a
     growing pause, within the budget that the transaction time-out leaves."""
     deadline = time.monotonic() + budget
-    pause = COMMIT_RETRY_PAUSE_SECONDS
-    while True:
-        try:
-            producer.commit_transaction(max(1.0, deadline - time.monotonic()))
-            return
-        except KafkaException as error:
-            if not error.args[0].retriable() or time.monotonic() + pause >= deadline:
-                raise
-            metrics.COMMIT_RETRIES.labels(settings.sink_id).inc()
-            time.sleep(pause)
-            pause = min(pause * 2, COMMIT_RETRY_MAX_PAUSE_SECONDS)
+
+    def retriable(error: Exception) -> bool:
+        return isinstance(error, KafkaException) and error.args[0].retriable()
+
+    retry(lambda: producer.commit_transaction(max(1.0, deadline - time.monotonic())), retriable, budget,
+          COMMIT_RETRY_PAUSE_SECONDS, COMMIT_RETRY_MAX_PAUSE_SECONDS,
+          retrying=metrics.COMMIT_RETRIES.labels(settings.sink_id).inc)
 
 
 def fatal_cause(producer: Producer, error: KafkaError) -> KafkaError:

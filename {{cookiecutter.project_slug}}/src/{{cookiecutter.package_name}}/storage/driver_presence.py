@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..waiting import poll
 from .files import exists, filesystem, read_bytes, write_atomic
 
 HEARTBEAT = "driver-heartbeat.json"
@@ -66,10 +67,12 @@ def clear_stop_request(location: str) -> None:
 
 
 def wait_until_stopped(location: str, timeout: float, progress: Callable[[str], None]) -> None:
-    deadline = time.monotonic() + timeout
-    while (beat := running_driver(location)) is not None:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the job (pid {beat.get('pid')} on {beat.get('host')}) did not stop within "
-                               f"{timeout:.0f}s; it stops at the end of the batch it is running")
-        progress(f"waiting for the job (pid {beat.get('pid')} on {beat.get('host')}) to stop at a batch boundary")
-        time.sleep(1.0)
+    def running() -> dict[str, Any] | None:
+        beat = running_driver(location)
+        if beat is not None:
+            progress(f"waiting for the job (pid {beat.get('pid')} on {beat.get('host')}) to stop at a batch boundary")
+        return beat
+
+    if (beat := poll(running, lambda found: found is None, timeout, pause=1.0)) is not None:
+        raise TimeoutError(f"the job (pid {beat.get('pid')} on {beat.get('host')}) did not stop within "
+                           f"{timeout:.0f}s; it stops at the end of the batch it is running")
