@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked, secret_values
-from .failures import ConfigError, GaveUp, KafkaUnavailable, Outcome, Source, verdict
+from .failures import ConfigError, GaveUp, Outcome, Source, verdict
 from .observability.logs import quiet_libraries, report_exit
 from .storage import object_store
 
@@ -236,7 +236,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (ConfigError, KafkaUnavailable) as error:
+    except ConfigError as error:
         report_exit(str(error))
         return 2
     except GaveUp as error:  # the restart strategy's verdict; each failure was logged above

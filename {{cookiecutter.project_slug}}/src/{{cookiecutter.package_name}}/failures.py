@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 log = logging.getLogger(__name__)
 
@@ -98,25 +95,6 @@ class AnswerNotMergeable(JobFailure, ValueError):
     restore would lose it. The code must change; no restart or setting helps."""
 
     outcome = Outcome.HALT
-
-
-HOW_TO_PROVIDE_KAFKA = (
-    "Provide a Kafka in one of these ways: set KAFKA_BOOTSTRAP_SERVERS=host:port to use a "
-    "running cluster; run a Docker engine (testcontainers starts Kafka in it); or install "
-    "Java 17 and Maven (apt-get install openjdk-17-jre-headless maven) so that a local "
-    "broker can be started from Apache Kafka's jars."
-)
-
-
-class KafkaUnavailable(JobFailure, RuntimeError):
-    """No Kafka broker could be provided (tests, demo, `kafka up`); the message says why and how to fix it."""
-
-    outcome = Outcome.STOP
-    option = "KAFKA_BOOTSTRAP_SERVERS"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"{reason}\n{HOW_TO_PROVIDE_KAFKA}")
-        self.reason = reason
 
 
 class KafkaUnreachable(JobFailure, RuntimeError):
@@ -289,77 +267,3 @@ def _spark_verdict(error: BaseException, origin: Any) -> Verdict:
                            f"{str(cause.getMessage())[:300]}", source=Source.SPARK)
         cause, seen = cause.getCause(), seen + 1
     return Verdict(Outcome.RETRY, line, source=Source.SPARK)
-
-
-T = TypeVar("T")
-
-LOG_EVERY_SECONDS = 5.0
-
-
-class Tolerance:
-    """Waits something out for at most `seconds` (a Kafka outage, another producer's open
-    transaction), saying so in one line every LOG_EVERY_SECONDS: the one loop of "wait within a
-    tolerance" the job has. `what`: what the job does meanwhile, for its lines (or a function that
-    says it, asked only when a line is due); `stop`: set when the job stops; the wait gives up at once."""
-
-    def __init__(self, what: str | Callable[[], str], seconds: float, stop: threading.Event | None = None,
-                 log_every: float = LOG_EVERY_SECONDS, event_kind: str = "waiting", quiet_for: float = 0.0) -> None:
-        self.what = what
-        self.event_kind = event_kind
-        self.quiet_for = quiet_for  # nothing is said before this many seconds (a wait about to end)
-        self.seconds = seconds
-        self.stop = stop
-        self.log_every = log_every
-        self.since: float | None = None
-        self._logged = 0.0
-
-    def waited(self) -> float:
-        return 0.0 if self.since is None else time.monotonic() - self.since
-
-    def reset(self) -> None:
-        self.since = None
-
-    def pause(self, reason: str | Callable[[float], None], seconds: float) -> bool:
-        """Start (or go on) waiting: say so when due, sleep `seconds`. False when the tolerance is
-        spent or a stop came: give up. `reason`: what is waited out, for the standard line; or a
-        function given the seconds waited that logs a line of its own (called only when due)."""
-        now = time.monotonic()
-        self.since = self.since if self.since is not None else now
-        waited = now - self.since
-        if waited > self.seconds:
-            return False
-        if now - self._logged >= self.log_every and waited >= self.quiet_for:
-            self._logged = now
-            if callable(reason):
-                reason(waited)
-            else:
-                log.warning("%s for %.0fs (tolerance %.0fs): %s", reason, waited, self.seconds, self._what(),
-                            extra={"event": {"event": self.event_kind, "reason": reason, "seconds": round(waited),
-                                             "tolerance_seconds": self.seconds}})
-        if self.stop is not None:
-            return not self.stop.wait(seconds)
-        time.sleep(seconds)
-        return True
-
-    def _what(self) -> str:
-        return self.what() if callable(self.what) else self.what
-
-    def run(self, attempt: Callable[[], T], past: Callable[[Verdict, float], BaseException],
-            retry_pause: float = 2.0, reason: Callable[[Verdict], str] = lambda judged: judged.message) -> T:
-        """`attempt()` until it returns; a failure that rides out (its verdict) is tried again
-        within the tolerance; past it, `past(verdict, seconds waited)` is raised instead (one line,
-        no traceback); any other failure is raised as it is."""
-        while True:
-            try:
-                result = attempt()
-            except Exception as error:
-                judged = verdict(error)
-                if judged.outcome is not Outcome.RIDE_OUT:
-                    raise
-                if not self.pause(reason(judged), retry_pause):
-                    raise past(judged, self.waited()) from None
-                continue
-            if self.since is not None:
-                log.warning("%s: done after %.0fs of waiting", self._what(), self.waited())
-            self.reset()
-            return result

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from {{ cookiecutter.package_name }}.sink.marker import ensure_marker_topic
+from {{ cookiecutter.package_name }}.sink.marker_topic import ensure_marker_topic
 from {{ cookiecutter.package_name }}_tools.processes import start_job
 from {{ cookiecutter.package_name }}_tools.readback import read_topic
 from {{ cookiecutter.package_name }}_tools.verify import Expected

@@ -14,9 +14,10 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 import {{ cookiecutter.package_name }}
-from {{ cookiecutter.package_name }} import failures
-from {{ cookiecutter.package_name }}.failures import ConfigError, JobFailure, Outcome, Tolerance, verdict
+from {{ cookiecutter.package_name }} import failures, waiting
+from {{ cookiecutter.package_name }}.failures import ConfigError, JobFailure, Outcome, verdict
 from {{ cookiecutter.package_name }}.sink import invariants, shard_transaction
+from {{ cookiecutter.package_name }}.waiting import Tolerance
 
 
 def exception_classes() -> list[type[BaseException]]:
@@ -128,9 +129,9 @@ def test_the_sink_hands_over_the_exception_its_batch_failed_with():
 
 def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypatch):
     clock = [0.0]
-    # A clock of failures.py's own: patching the time module's would let any other thread's sleep
+    # A clock of waiting.py's own: patching the time module's would let any other thread's sleep
     # (a client's, Spark's) move this test's clock.
-    monkeypatch.setattr(failures, "time", SimpleNamespace(
+    monkeypatch.setattr(waiting, "time", SimpleNamespace(
         monotonic=lambda: clock[0], sleep=lambda seconds: clock.__setitem__(0, clock[0] + seconds)))
     attempts = []
 

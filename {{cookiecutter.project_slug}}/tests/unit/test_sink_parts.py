@@ -215,7 +215,7 @@ def test_auto_publishes_a_batch_expected_small_from_the_driver_and_any_other_fro
     import pyarrow as pa
 
     from {{ cookiecutter.package_name }}.sink.batch_records import InlineRecords
-    from {{ cookiecutter.package_name }}.sink.kafka_sink import Placement
+    from {{ cookiecutter.package_name }}.sink.placement import Placement
     from {{ cookiecutter.package_name }}.storage.checkpoint import SourceOffsets
 
     def batch(rows: int, value_bytes: int = 10) -> InlineRecords:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from ..failures import ConfigError, SchemaRegistryUnreachable, Tolerance, Verdict
+from ..failures import ConfigError, SchemaRegistryUnreachable, Verdict
+from ..waiting import Tolerance
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import SchemaRegistryClient

@@ -6,18 +6,39 @@ again, as with Spark's built-in Kafka sink. A task returns the references among 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, Message
 
 from ..kafka.client import librdkafka_config
+from . import faults
 from .batch_records import record_headers, stamped_values
 from .producing import produce
 from .settings import PARTITIONER, SinkSettings
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 # A task's function for mapInArrow: its records in, its references out.
 TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 TASK_OUTPUT = "reference BINARY"
+
+
+def publish_at_least_once(settings: SinkSettings, output: DataFrame, batch_id: int,
+                          read_back: Callable[[list[bytes]], DataFrame]) -> None:
+    """Batch `batch_id`'s records produced by Spark tasks, then those its references name (read
+    back). Each fault point means here what it means to the exactly-once protocol: Kafka untouched
+    before the produce, the records visible after it (a crash then makes Spark re-run, and
+    re-publish, the batch)."""
+    for point in faults.BEFORE_KAFKA:
+        faults.maybe_crash(point, batch_id)
+    task = produce_task(settings, batch_id)
+    references = [row[0] for row in output.mapInArrow(task, TASK_OUTPUT).collect()]
+    if references:
+        read_back(references).mapInArrow(task, TASK_OUTPUT).collect()
+    for point in faults.AFTER_PRODUCE:
+        faults.maybe_crash(point, batch_id)
 
 
 def produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:

@@ -1,5 +1,5 @@
 """A batch's Kafka records on the driver, per commit shard, in chunks: what phase 2 publishes
-when the driver publishes the batch (kafka_sink.Placement; distributed_records.py holds a batch
+when the driver publishes the batch (placement.Placement; distributed_records.py holds a batch
 that Spark tasks publish). Spark hands the batch to the driver as Arrow (`toArrow`), within
 `spark.driver.maxResultSize` (Spark's default 1g); a batch past that is published by tasks.
 

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..failures import JobFailure, Outcome
+from ..waiting import poll
 
 POINT_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_POINT"
 BATCH_VARIABLE = "{{ cookiecutter.package_name | upper }}_FAULT_BATCH"
@@ -163,9 +164,7 @@ def release_file(fault_log: str, point: str, batch_id: int) -> str:
 
 def _pause(armed: Armed, point: str, batch_id: int, timeout: float = PAUSE_SECONDS) -> None:
     _record(armed, f"fault injection: pause at {point} in batch {batch_id}")
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(release_file(armed.log, point, batch_id)) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll(lambda: os.path.exists(release_file(armed.log, point, batch_id)), bool, timeout, pause=0.05)
 
 
 def _fired(armed: Armed, suffix: str) -> bool:

@@ -38,7 +38,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
@@ -47,10 +47,11 @@ from pyspark.sql import functions as F
 from ..failures import JobFailure, Outcome
 from ..storage.checkpoint import SourceOffsets
 from . import faults
-from .at_least_once import TASK_OUTPUT, produce_task
+from .at_least_once import publish_at_least_once
 from .batch_records import DIGEST, SHARD, CombinedRecords, InlineRecords, result_too_large
 from .coordinator import Published, commit_batch
 from .distributed_records import DistributedRecords, distribute
+from .placement import Placement
 from .producers import ProducerPool
 from .publishing_tasks import WorkerWarmUp
 from .settings import SinkSettings
@@ -127,18 +128,8 @@ class KafkaSink:
             raise StoppingBeforeBatch(f"batch {batch_id} not started: the job is stopping")
         started = time.monotonic()
         if self.guarantee == AT_LEAST_ONCE:
-            # Each fault point means here what it means to the exactly-once protocol: Kafka untouched
-            # before the produce, the records visible after it (a crash then makes Spark re-run, and
-            # re-publish, the batch).
-            for point in faults.BEFORE_KAFKA:
-                faults.maybe_crash(point, batch_id)
-            produce = produce_task(self.settings, batch_id)
-            references = [row[0] for row in output.mapInArrow(produce, TASK_OUTPUT).collect()]
-            if references:
-                more = self._read_back(output.sparkSession, references, batch_id)
-                more.mapInArrow(produce, TASK_OUTPUT).collect()
-            for point in faults.AFTER_PRODUCE:
-                faults.maybe_crash(point, batch_id)
+            publish_at_least_once(self.settings, output, batch_id,
+                                  lambda references: self._read_back(output.sparkSession, references, batch_id))
         else:
             offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id)
             if self.placement.previous_offsets is None:  # the first batch of this run: where the one before ended
@@ -209,60 +200,6 @@ class KafkaSink:
         if self.read_back is None:
             raise RuntimeError(f"batch {batch_id}: {len(references)} records without a topic, and no read-back")
         return self.read_back(spark, references, batch_id)
-
-
-_Batch = TypeVar("_Batch", InlineRecords, CombinedRecords, DistributedRecords)
-
-
-class Placement:
-    """Where phase 2 publishes a batch from (publish_from). With "auto": from the driver when the
-    batch is expected small, its predicted records at most DRIVER_MAX_ROWS and DRIVER_MAX_BYTES;
-    from Spark tasks otherwise. The prediction: the batch's input records (its `offsets/N`
-    against the previous batch's) times the previous batch's records per input record (one, for
-    the first batch of a run), and at least the previous batch's records: a backlog after a quiet
-    spell goes to the tasks from its first batch, and a few keys counted over many events stay on
-    the driver. A batch whose input cannot be told (another kind of source) goes to the tasks.
-    A batch sent to the tasks whose records, once computed, are as few (`small`: a first batch
-    that counts many events of few keys) goes back to the driver, from the executors' cache.
-
-    Why the bound: a publishing job has a fixed cost per batch that more executors do not shrink
-    (scheduling the job, each task's producer start and `init_transactions`, its marker read),
-    while the driver's producers, kept from batch to batch, publish a batch of this size sooner
-    than that cost. Somewhat past the bound, the tasks' parallel publishing wins on a cluster; the
-    bound stays below that, where the driver wins on any number of executors. The batch lines
-    (phase 1, phase 2) of this command in a stateless rendering, with `--publish-from tasks` and
-    then `driver`, measure both places:
-    `{{ cookiecutter.project_slug }}-tools bench --contenders eos,spark_kafka_job --no-recovery`"""
-
-    DRIVER_MAX_ROWS = 65_536
-    DRIVER_MAX_BYTES = 8 << 20
-
-    def __init__(self, publish_from: str) -> None:
-        self.publish_from = publish_from
-        self.previous_offsets: SourceOffsets | None = None  # where the previous batch ended
-        self._last: tuple[int, int, int] | None = None  # its input records, records and bytes
-
-    def on_driver(self, offsets: SourceOffsets) -> bool:
-        if self.publish_from != "auto":
-            return self.publish_from == "driver"
-        span = None if self.previous_offsets is None else offsets.records_since(self.previous_offsets)
-        if span is None:
-            return False
-        if self._last is None:  # no records per input known yet: one each, as a query without aggregation
-            return span <= self.DRIVER_MAX_ROWS
-        inputs, rows, size = self._last
-        per_input = (rows / inputs, size / inputs) if inputs else (0.0, 0.0)
-        return self.small(max(rows, span * per_input[0]), max(size, span * per_input[1]))
-
-    def small(self, rows: float, size: float) -> bool:
-        """Whether "auto" publishes a batch of this many records and bytes from the driver."""
-        return self.publish_from == "auto" and rows <= self.DRIVER_MAX_ROWS and size <= self.DRIVER_MAX_BYTES
-
-    def observed(self, offsets: SourceOffsets, batch: _Batch) -> _Batch:
-        span = None if self.previous_offsets is None else offsets.records_since(self.previous_offsets)
-        self._last = None if span is None else (span, sum(batch.rows_per_shard), batch.size_bytes)
-        self.previous_offsets = offsets
-        return batch
 
 
 def for_commit(records: DataFrame, shards: int) -> DataFrame:

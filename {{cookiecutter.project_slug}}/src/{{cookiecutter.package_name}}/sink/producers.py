@@ -15,7 +15,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..failures import JobFailure, Outcome
 from ..kafka.client import ClientConfig, librdkafka_config, quiet_client_logs
 from ..kafka.permissions import transactional_ids_refusal
-from .marker import ForeignTransactionWait, ensure_marker_topic, read_marker_values
+from .marker import ForeignTransactionWait, read_marker_values
+from .marker_topic import ensure_marker_topic
 from .recovery import ShardState
 from .settings import PARTITIONER, SinkSettings, transaction_timeout_ms, transactional_ids
 

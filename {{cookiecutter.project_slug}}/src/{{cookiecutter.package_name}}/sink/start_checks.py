@@ -15,7 +15,8 @@ from ..kafka.client import librdkafka_config
 from ..storage import checkpoint
 from ..storage.files import resolve_location
 from .invariants import markers_went_back
-from .marker import MarkerTopicUnfit, ensure_marker_topic, read_marker_values, read_markers
+from .marker import read_marker_values, read_markers
+from .marker_topic import MarkerTopicUnfit, ensure_marker_topic
 from .pinned_settings import PinnedSettingChanged, PinnedSettings, check_and_pin
 from .recovery import markers_ahead, markers_gone_back
 from .settings import COMMIT_ATTEMPTS_TIMEOUTS, transaction_timeout_ms, transactional_ids

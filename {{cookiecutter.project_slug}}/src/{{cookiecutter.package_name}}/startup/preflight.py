@@ -10,7 +10,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from ..config import ConfigError, JobConfig
-from ..failures import GaveUp, JobFailure, Outcome, Tolerance, Verdict
+from ..failures import GaveUp, JobFailure, Outcome, Verdict
 from ..kafka import permissions
 from ..kafka.client import cluster_topics
 from ..pipeline import query
@@ -20,6 +20,7 @@ from ..savepoints.pinned_query import check_and_pin as check_and_pin_query
 from ..sink import check_start
 from ..storage import checkpoint, object_store
 from ..storage.files import resolve_location
+from ..waiting import Tolerance
 
 log = logging.getLogger(__name__)
 

@@ -24,16 +24,15 @@ import time
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from .. import failures
 from ..config import JobConfig
-from ..failures import KafkaUnreachable, Outcome, Tolerance, Verdict
+from ..failures import KafkaUnreachable, Outcome, Verdict
 from ..kafka.client import librdkafka_config
 from ..observability.logs import event
+from ..waiting import LOG_EVERY_SECONDS, Tolerance
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_SECONDS = 5.0
-LOG_EVERY_SECONDS = failures.LOG_EVERY_SECONDS
 WATCH_AFTER_SECONDS = 5.0  # a trigger running this long makes the runner ask Kafka
 RETRY_AFTER_ERROR_SECONDS = 2.0
 

@@ -27,6 +27,7 @@ from ..startup import preflight
 from ..startup.startup import StartupTimes
 from ..storage.checkpoint import kafka_offsets
 from ..storage.files import resolve_location
+from ..waiting import poll
 from .heartbeat import Heartbeat
 from .outage import OutageTolerance
 from .progress_reports import ProgressReports
@@ -99,9 +100,8 @@ def stop_at_batch_boundary(query: StreamingQuery, stopping: threading.Event | No
     or until the query stops, wait for a moment with no batch running, then stop."""
     if stopping is not None:
         stopping.set()
-    deadline = time.monotonic() + timeout
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll(lambda: query.isActive and query.status.get("isTriggerActive"), lambda running: not running, timeout,
+         pause=0.05)
     query.stop()
 
 

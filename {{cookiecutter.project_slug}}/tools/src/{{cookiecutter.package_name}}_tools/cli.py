@@ -17,8 +17,10 @@ from pathlib import Path
 from {{ cookiecutter.package_name }} import __version__
 from {{ cookiecutter.package_name }}.cli import add_config_options, configuration, run_command
 from {{ cookiecutter.package_name }}.config import ENV_PREFIX
-from {{ cookiecutter.package_name }}.failures import ConfigError, KafkaUnavailable
+from {{ cookiecutter.package_name }}.failures import ConfigError
 from {{ cookiecutter.package_name }}.observability.logs import report_exit
+
+from .kafka_local.unavailable import KafkaUnavailable
 
 LOCAL_KAFKA_DIR = Path(".kafka-local")
 LOCAL_REGISTRY_DIR = Path(".registry-local")

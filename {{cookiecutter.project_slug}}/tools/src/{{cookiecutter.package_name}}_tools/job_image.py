@@ -11,10 +11,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from .kafka_local.engine import Log, container_engine, engine_command
 from .kafka_local.image import ensure_base_image, registry_reachable
+from .kafka_local.unavailable import KafkaUnavailable
 
 BASE_ARGUMENT = re.compile(r"^ARG BASE_IMAGE=(\S+)", re.MULTILINE)
 

@@ -24,13 +24,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from .cluster import Launcher, LocalKafkaCluster
 from .containers import docker_engine_answers, kafka_container, wait_until_serving
 from .engine import container_engine
 from .image import ensure_kafka_image
 from .process import LocalKafkaBroker
+from .unavailable import KafkaUnavailable
 
 PROVIDERS = ("auto", "env", "testcontainers", "process")
 

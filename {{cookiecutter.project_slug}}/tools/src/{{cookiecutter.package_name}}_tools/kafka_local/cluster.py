@@ -15,8 +15,6 @@ from typing import Literal
 
 from confluent_kafka.admin import AdminClient
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from ..processes import free_ports
 from ..starting import BOUND_SECONDS
 from .container_node import ContainerNode
@@ -25,6 +23,7 @@ from .engine import container_engine
 from .image import ensure_kafka_image
 from .process import PORTS_PER_NODE, TRANSACTION_LOG_PARTITIONS, LocalKafkaBroker, new_cluster_id
 from .secured import make_certificates
+from .unavailable import KafkaUnavailable
 
 TRANSACTION_LOG = "__transaction_state"
 Launcher = Literal["process", "container"]

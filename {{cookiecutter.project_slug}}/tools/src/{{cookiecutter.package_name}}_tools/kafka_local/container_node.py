@@ -12,8 +12,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from ..starting import BOUND_SECONDS
 from .containers import (
     DATA_DIR,
@@ -24,6 +22,7 @@ from .containers import (
     wait_until_serving,
 )
 from .process import LocalKafkaBroker, jvm_options, server_properties
+from .unavailable import KafkaUnavailable
 
 
 class ContainerNode(LocalKafkaBroker):

@@ -12,12 +12,11 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from ..processes import free_ports
 from ..starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 from . import sasl
 from .process import jvm_options, new_cluster_id
+from .unavailable import KafkaUnavailable
 
 DATA_DIR = "/var/lib/kafka/data"  # a volume in apache/kafka, owned by its non-root user
 OWNER_LABEL = "kafka-local.owner"  # "<host>:<pid>" of the session that started the container

@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from ..processes import alive, is_our_daemon
 from .cluster import LocalKafkaCluster
 from .process import LocalKafkaBroker
+from .unavailable import KafkaUnavailable
 
 STATE_FILE = "broker.json"
 

@@ -17,10 +17,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from .containers import docker_engine_answers
 from .process import cache_root
+from .unavailable import KafkaUnavailable
 
 # Debian's defaults fail here: crun cannot start containers, the default nofile/nproc
 # ulimits are refused, and there is no systemd to manage cgroups.

@@ -22,10 +22,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from .engine import Log, apt_install
 from .process import KAFKA_VERSION, _resource, cache_root, resolve_jars
+from .unavailable import KafkaUnavailable
 
 OFFICIAL_IMAGE = os.environ.get("KAFKA_IMAGE") or f"apache/kafka:{KAFKA_VERSION}"
 BASE_IMAGE = "localhost/debian-jre17:bookworm-1"  # bump the suffix to rebuild the base

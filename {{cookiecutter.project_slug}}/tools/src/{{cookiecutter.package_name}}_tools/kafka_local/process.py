@@ -14,14 +14,13 @@ import uuid
 from importlib import resources
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from .. import maven
 from ..processes import free_ports
 from ..starting import BOUND_SECONDS, StartFailed, tree_progress, wait_for_start
 from . import sasl
 from . import secured as listener_tls
 from .secured import Certificates
+from .unavailable import KafkaUnavailable
 
 KAFKA_VERSION = "4.3.0"
 TRANSACTION_LOG_PARTITIONS = 6

@@ -16,9 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from {{ cookiecutter.package_name }}.failures import KafkaUnavailable
-
 from .. import maven
+from .unavailable import KafkaUnavailable
 
 LISTENER = "SASL_SSL"
 MECHANISM = "SCRAM-SHA-512"
