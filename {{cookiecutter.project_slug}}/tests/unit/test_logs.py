@@ -8,7 +8,7 @@ import logging
 
 from {{ cookiecutter.package_name }}.config import load_config, secret_values
 from {{ cookiecutter.package_name }}.observability.logs import JsonFormatter, TextFormatter, event, quiet_libraries
-from {{ cookiecutter.package_name }}.sink.coordinator import Published
+from {{ cookiecutter.package_name }}.sink.coordinator import BatchPublished
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, LogEntry
 from {{ cookiecutter.package_name }}.supervision.runner import batch_event, lag_per_partition
 
@@ -78,7 +78,7 @@ def test_the_batch_event_has_the_sinks_figures_for_that_batch():
                 "sources": [{"latestOffset": {"events": {"0": 40, "1": 10}},
                              "endOffset": {"events": {"0": 30, "1": 10}}}]}
     entry = LogEntry(batch_id=7, status=COMMITTED, transactional_ids=["t-0"], records_per_shard=[7])
-    published = Published(entry, {config.output_topic: 5, config.dead_letter_topic: 2}, 0.0123,
+    published = BatchPublished(entry, {config.output_topic: 5, config.dead_letter_topic: 2}, 0.0123,
                           published_from="tasks", phase1_seconds=0.2)
     fields = batch_event(progress, lag_per_partition(progress), config, published)["event"]
     assert fields == {"event": "batch", "batch_id": 7, "input_rows": 500,

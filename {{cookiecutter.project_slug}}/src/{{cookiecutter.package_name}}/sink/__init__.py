@@ -3,7 +3,7 @@ may import; the modules beside it are its insides (tests/unit/test_layout.py hol
 
 - the sink: KafkaSink (Spark's `foreachBatch` function), the guarantee AT_LEAST_ONCE names, and
   for_commit, which the query's plan applies so that no batch pays for it on the driver;
-  Published, what it did for a batch (the runner's log lines);
+  BatchPublished, what it did for a batch (the runner's log lines);
 - its settings: SinkSettings, and the prefix of its transactional ids (transactional_ids);
 - its start-up check: check_start, before the first batch;
 - its savepoint hand-off: published_batches, fence_stopped_job;
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import faults
-    from .coordinator import Published
+    from .coordinator import BatchPublished
     from .kafka_sink import AT_LEAST_ONCE, KafkaSink, for_commit
     from .savepoint_handoff import fence_stopped_job, published_batches
     from .settings import SinkSettings, transactional_ids
@@ -30,14 +30,14 @@ if TYPE_CHECKING:
 # Each name of the face, and the module of the sink's that holds it.
 _HELD_IN = {
     "AT_LEAST_ONCE": "kafka_sink", "KafkaSink": "kafka_sink", "for_commit": "kafka_sink",
-    "Published": "coordinator",
+    "BatchPublished": "coordinator",
     "SinkSettings": "settings", "transactional_ids": "settings",
     "check_start": "start_checks",
     "fence_stopped_job": "savepoint_handoff", "published_batches": "savepoint_handoff",
     "SinkLog": "sink_log",
     "faults": "faults",
 }
-__all__ = ["AT_LEAST_ONCE", "KafkaSink", "Published", "SinkLog", "SinkSettings", "check_start", "faults",
+__all__ = ["AT_LEAST_ONCE", "BatchPublished", "KafkaSink", "SinkLog", "SinkSettings", "check_start", "faults",
            "fence_stopped_job", "for_commit", "published_batches", "transactional_ids"]
 
 

@@ -68,7 +68,7 @@ LOG_ENTRIES_KEPT = 100
 
 
 @dataclass(frozen=True)
-class Published:
+class BatchPublished:
     """What commit_batch did for a batch: its log entry (committed), the records it published per
     topic (none for a batch found published before a crash), the seconds phase 2 took, where it
     ran ("driver" or "tasks"), and the seconds before it (kafka_sink.py): phase 1 (reading the
@@ -83,7 +83,7 @@ class Published:
 
 def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedRecords | pa.Table, batch_id: int,
                  pool: ProducerPool, stopping: threading.Event | None = None,
-                 source_offsets: SourceOffsets | None = None) -> Published | None:
+                 source_offsets: SourceOffsets | None = None) -> BatchPublished | None:
     """`records`: the batch on the driver (batch_records.py; an Arrow table is taken as it is) or
     on the executors (distributed_records.py), which decides where steps 3 and 4 run.
     `pool`: the sink's producers. `stopping`: set when the job stops; a wait for another
@@ -126,7 +126,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedReco
                 raise source_offsets_went_back(batch_id, before, decision)
             case Action.ALREADY_COMMITTED:
                 assert attempt is not None, "decide() finds a batch committed in its log entry"
-                return Published(attempt, {}, time.monotonic() - started, place)
+                return BatchPublished(attempt, {}, time.monotonic() - started, place)
             case Action.PUBLISH:
                 pass
         entry = LogEntry(
@@ -164,7 +164,7 @@ def commit_batch(settings: SinkSettings, records: BatchRecords | DistributedReco
     # Step 6.
     log_.forget_before(batch_id - LOG_ENTRIES_KEPT + 1)
     metrics.BATCHES_PUBLISHED_FROM.labels(settings.sink_id, place).inc()
-    return Published(entry, dict(published), seconds, place)
+    return BatchPublished(entry, dict(published), seconds, place)
 
 
 def check_rerun(settings: SinkSettings, batch_id: int, first: LogEntry, rerun: BatchFigures,

@@ -49,7 +49,7 @@ from ..storage.checkpoint import SourceOffsets
 from . import faults
 from .at_least_once import publish_at_least_once
 from .batch_records import DIGEST, SHARD, CombinedRecords, InlineRecords, result_too_large
-from .coordinator import Published, commit_batch
+from .coordinator import BatchPublished, commit_batch
 from .distributed_records import DistributedRecords, distribute
 from .placement import Placement
 from .producers import ProducerPool
@@ -90,7 +90,7 @@ class KafkaSink:
         self.pool = ProducerPool()
         self.placement = Placement(settings.publish_from)
         self.workers = WorkerWarmUp()
-        self._published: OrderedDict[int, Published] = OrderedDict()
+        self._published: OrderedDict[int, BatchPublished] = OrderedDict()
         self._failure: BaseException | None = None
 
     def take_failure(self) -> BaseException | None:
@@ -100,7 +100,7 @@ class KafkaSink:
         failure, self._failure = self._failure, None
         return failure
 
-    def published(self, batch_id: int) -> Published | None:
+    def published(self, batch_id: int) -> BatchPublished | None:
         """What the exactly-once protocol published for a recent batch, if it ran here."""
         return self._published.get(batch_id)
 

@@ -22,7 +22,7 @@ from ..failures import ConfigError, Fenced, GaveUp, Halted, JobFailure, KafkaUnr
 from ..observability import metrics
 from ..observability.logs import event
 from ..savepoints import Origin
-from ..sink import KafkaSink, Published
+from ..sink import BatchPublished, KafkaSink
 from ..startup import preflight
 from ..startup.startup import StartupTimes
 from ..storage.checkpoint import kafka_offsets
@@ -114,7 +114,7 @@ def describe_progress(progress: dict, lag: dict[tuple[str, str], int] | None) ->
 
 
 def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: JobConfig,
-                published: Published | None) -> dict:
+                published: BatchPublished | None) -> dict:
     """The batch's log event: Spark's progress, and what the sink published for it (exactly-once)."""
     fields = {
         "batch_id": progress.get("batchId"),
