@@ -16,8 +16,9 @@ import signal
 from pathlib import Path
 
 from . import __version__
-from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config, masked, secret_values
-from .failures import ConfigError, GaveUp, Outcome, Source, verdict
+from .config import DEFAULT_CONFIG_PATH, JobConfig, load_config
+from .failures import ConfigError, Outcome, Source, StoppedForGood, verdict
+from .masking import masked, secret_values
 from .observability.logs import quiet_libraries, report_exit
 from .storage import object_store
 
@@ -239,7 +240,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     except ConfigError as error:
         report_exit(str(error))
         return 2
-    except GaveUp as error:  # the restart strategy's verdict; each failure was logged above
+    except StoppedForGood as error:  # the restart strategy's verdict; each failure was logged above
         report_exit(str(error))
         return 1
     except Exception as error:
@@ -248,7 +249,7 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
         judged = verdict(error)
         if judged.source not in (Source.JOB, Source.KAFKA):
             raise  # a defect: its traceback is what a report needs
-        if judged.outcome is Outcome.STOP:
+        if judged.outcome is Outcome.FIX_SETTING:
             report_exit(str(ConfigError(judged.option or "kafka", judged.message)))
             return 2
         report_exit(judged.line if judged.source is Source.KAFKA else f"stopping: {judged.line}")

@@ -9,7 +9,6 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -25,6 +24,7 @@ from .identifiers import (
     topic_problem,
     transactional_id_prefix_problem,
 )
+from .java_client import java_client_options
 
 DEFAULT_CONFIG_PATH = Path("job.toml")
 ENV_PREFIX = "{{ cookiecutter.package_name | upper }}_"
@@ -301,7 +301,6 @@ def load_config(
 
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.pem", "credentials", "user.info")
 
 
 def _from_environment(option: str, value: str, environ: dict[str, str]) -> str:
@@ -314,24 +313,6 @@ def _from_environment(option: str, value: str, environ: dict[str, str]) -> str:
         return environ[match.group(1)]
 
     return _ENV_REFERENCE.sub(lookup, value)
-
-
-def is_secret(name: str) -> bool:
-    return any(word in name.lower() for word in _SECRET_WORDS)
-
-
-def secret_values(config: JobConfig) -> list[str]:
-    """The values of the secret client settings, which the logs mask (logs.configure)."""
-    return [value for table in TABLE_OPTIONS for name, value in getattr(config, table).items()
-            if is_secret(name)]
-
-
-def masked(config: JobConfig) -> dict[str, Any]:
-    """The configuration as printable data: secrets of the client settings replaced by ***."""
-    data = dataclasses.asdict(config)
-    for table in TABLE_OPTIONS:
-        data[table] = {name: "***" if is_secret(name) else value for name, value in getattr(config, table).items()}
-    return data
 
 
 def validated(config: JobConfig) -> JobConfig:
@@ -454,39 +435,6 @@ def _check_client_settings(config: JobConfig) -> None:
         java_client_options(config.kafka)
     except ValueError as error:
         raise ConfigError("kafka.sasl.mechanism", str(error)) from None
-
-
-# The [kafka] table for Spark's Kafka source (the Java client), which validation builds once too.
-# librdkafka settings the Java client spells differently or does not have.
-_SASL_LOGIN_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-_LIBRDKAFKA_ONLY = {"sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location"}
-
-
-def java_client_options(settings: Mapping[str, str]) -> dict[str, str]:
-    """The same settings as options of Spark's Kafka source: `kafka.`-prefixed, with librdkafka's
-    SASL user and password turned into the Java client's JAAS line and a CA file into a PEM trust store."""
-    java = {name: value for name, value in settings.items() if name not in _LIBRDKAFKA_ONLY}
-    mechanism = settings.get("sasl.mechanism") or settings.get("sasl.mechanisms")
-    if mechanism:
-        java["sasl.mechanism"] = mechanism
-    if "sasl.username" in settings and "sasl.jaas.config" not in settings:
-        module = _SASL_LOGIN_MODULES.get((mechanism or "PLAIN").upper())
-        if module is None:
-            raise ValueError(f"sasl.mechanism {mechanism!r}: give the Java client's sasl.jaas.config in [kafka]")
-        user, password = (_jaas_quoted(settings.get(n, "")) for n in ("sasl.username", "sasl.password"))
-        java["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
-    if "ssl.ca.location" in settings and "ssl.truststore.location" not in settings:
-        java["ssl.truststore.type"] = "PEM"
-        java["ssl.truststore.location"] = settings["ssl.ca.location"]
-    return {f"kafka.{name}": value for name, value in java.items()}
-
-
-def _jaas_quoted(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 # Client settings the job sets itself, because the guarantee depends on them.

@@ -1,7 +1,7 @@
 """What a failure does. Every exception the job raises declares here, by its class, what the job
 does when it meets it (`Outcome`); Kafka's errors are mapped by their code in one table, Spark's
 by the Java exception's type or the error condition it carries. The runner acts on the
-`Verdict` alone: no exception name or message is searched for.
+`FailureVerdict` alone: no exception name or message is searched for.
 
 One light module: no PySpark, no Kafka client at import (`config` and `status` start fast).
 """
@@ -21,18 +21,19 @@ log = logging.getLogger(__name__)
 class Outcome(StrEnum):
     RETRY = "retry"  # the batch failed: the restart strategy restarts the query after its delay
     RIDE_OUT = "ride out"  # Kafka is in the way for now: waited out within the tolerance, not counted
-    STOP = "stop"  # a setting must change: stop for good naming the option (exit 2)
-    FENCED = "fenced"  # another instance took over the sink: stop for good (exit 1)
-    HALT = "halt"  # no restart can help, no setting names the fix: stop for good (exit 1)
-    STOPPING = "stopping"  # the job was asked to stop: not a failure
+    FIX_SETTING = "fix setting"  # a setting must change: stop for good naming the option (exit 2)
+    TAKEN_OVER = "taken over"  # another instance took over the sink: stop for good (exit 1)
+    CANNOT_CONTINUE = "cannot continue"  # no restart can help, no setting names the fix: stop for good (exit 1)
+    ASKED_TO_STOP = "asked to stop"  # the job was asked to stop: not a failure
     # The input holds a schema id the query's plan has no writer schema for: build the query again
     # at once (the registry gives the id's schema), not counted by the restart strategy.
     REBUILD = "rebuild"
 
 
 class JobFailure(Exception):
-    """The base of the job's own exceptions: each class declares its outcome (and, for STOP, the
-    option to fix). `tests/unit/test_failures.py` checks every exception class of the package does."""
+    """The base of the job's own exceptions: each class declares its outcome (and, for
+    FIX_SETTING, the option to fix). `tests/unit/test_failures.py` checks every exception class of
+    the package does."""
 
     outcome: ClassVar[Outcome]
     option: ClassVar[str | None] = None
@@ -53,7 +54,7 @@ def _rebuilt(cls: type[JobFailure], args: tuple[Any, ...], state: dict[str, Any]
 class ConfigError(JobFailure, ValueError):
     """A bad configuration value; the message starts with the option's name."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
 
     def __init__(self, option: str, problem: str) -> None:
         super().__init__(f"configuration option '{option}': {problem}")
@@ -61,32 +62,33 @@ class ConfigError(JobFailure, ValueError):
         self.problem = problem
 
 
-class GaveUp(JobFailure, RuntimeError):
-    """The restart strategy allows no more restarts."""
+class StoppedForGood(JobFailure, RuntimeError):
+    """The job stops and no restart follows: the restart strategy allows no more, or Kafka's
+    outage at start-up outlasted its tolerance; the two below for reasons of their own."""
 
-    outcome = Outcome.HALT
+    outcome = Outcome.CANNOT_CONTINUE
 
 
-class Fenced(GaveUp):
+class TakenOver(StoppedForGood):
     """Another job (or a newer instance of this one) took over the sink's transactional ids.
     Restarting would fence it in turn, and the two would take the sink from each other for as
     long as both run: this job stops instead, whatever the restart strategy."""
 
-    outcome = Outcome.FENCED
+    outcome = Outcome.TAKEN_OVER
 
 
-class Halted(GaveUp):
+class CannotContinue(StoppedForGood):
     """The job met something no restart can fix (a record of the sink in a layout this version
     does not read, a heartbeat it cannot keep): it stops, whatever the restart strategy."""
 
-    outcome = Outcome.HALT
+    outcome = Outcome.CANNOT_CONTINUE
 
 
 class AnswerNameClash(JobFailure, ValueError):
     """pipeline/query.py names a column of its answer as one the sink's changes carry, or two
     alike: the output would lose one of them. The code must change; no restart or setting helps."""
 
-    outcome = Outcome.HALT
+    outcome = Outcome.CANNOT_CONTINUE
 
 
 class AnswerNotMergeable(JobFailure, ValueError):
@@ -94,7 +96,7 @@ class AnswerNotMergeable(JobFailure, ValueError):
     of pipeline/aggregates.py's, or over a field it cannot read): a savepoint, a state TTL or a
     restore would lose it. The code must change; no restart or setting helps."""
 
-    outcome = Outcome.HALT
+    outcome = Outcome.CANNOT_CONTINUE
 
 
 class KafkaUnreachable(JobFailure, RuntimeError):
@@ -127,14 +129,14 @@ class Source(StrEnum):
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What to do about one failure: its outcome, the option to fix (STOP), and one line that
+class FailureVerdict:
+    """What to do about one failure: its outcome, the option to fix (FIX_SETTING), and one line that
     says what happened (the exception's type and the first line of its message)."""
 
     outcome: Outcome
     line: str
     option: str | None = None
-    message: str = ""  # the line without the exception's type (a STOP's line says it after the option)
+    message: str = ""  # the line without the exception's type (a FIX_SETTING line says it after the option)
     source: Source = Source.OTHER
 
     def __post_init__(self) -> None:
@@ -142,27 +144,27 @@ class Verdict:
             object.__setattr__(self, "message", self.line)
 
 
-def verdict(error: BaseException) -> Verdict:
+def verdict(error: BaseException) -> FailureVerdict:
     """The outcome of any exception the job meets: its own (declared by class), a Kafka client's
     (by error code), Spark's (by the Java exception's type and error condition); anything else
     is a failure the restart strategy retries."""
     if isinstance(error, JobFailure):
         # A ConfigError's message without its option: whoever reports it names the option once.
         message = _first_line(error.problem if isinstance(error, ConfigError) else error)
-        return Verdict(error.outcome, _line(error), error.option, message, Source.JOB)
+        return FailureVerdict(error.outcome, _line(error), error.option, message, Source.JOB)
     if isinstance(error, TimeoutError):  # a client's future that no answer completed in time
-        return Verdict(Outcome.RIDE_OUT, f"{type(error).__name__}: a request got no answer in time {_first_line(error)}"
-                       .strip())
+        line = f"{type(error).__name__}: a request got no answer in time {_first_line(error)}"
+        return FailureVerdict(Outcome.RIDE_OUT, line.strip())
     kafka_error = _kafka_error(error)
     if kafka_error is not None:
         outcome, option = kafka_outcome(kafka_error)
-        return Verdict(outcome, f"Kafka: {kafka_error.str()} ({kafka_error.name()})", option,
+        return FailureVerdict(outcome, f"Kafka: {kafka_error.str()} ({kafka_error.name()})", option,
                        source=Source.KAFKA)
     # The Java throwable: PySpark's CapturedException keeps it as _origin, py4j's error as java_exception.
     origin = getattr(error, "_origin", None) or getattr(error, "java_exception", None)
     if origin is not None:
         return _spark_verdict(error, origin)
-    return Verdict(Outcome.RETRY, _line(error))
+    return FailureVerdict(Outcome.RETRY, _line(error))
 
 
 def _first_line(error: BaseException | str) -> str:
@@ -204,13 +206,13 @@ def _kafka_table() -> dict[int, tuple[Outcome, str | None]]:
               E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_ENOUGH_REPLICAS,
               E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.NOT_CONTROLLER, E.KAFKA_STORAGE_ERROR,
               E.CONCURRENT_TRANSACTIONS)
-    table: dict[int, tuple[Outcome, str | None]] = {code: (Outcome.FENCED, None) for code in fenced}
-    table |= {code: (Outcome.STOP, option) for code, option in refused.items()}
-    table |= {code: (Outcome.STOP, "kafka.message.max.bytes") for code in too_large}
+    table: dict[int, tuple[Outcome, str | None]] = {code: (Outcome.TAKEN_OVER, None) for code in fenced}
+    table |= {code: (Outcome.FIX_SETTING, option) for code, option in refused.items()}
+    table |= {code: (Outcome.FIX_SETTING, "kafka.message.max.bytes") for code in too_large}
     table |= {code: (Outcome.RIDE_OUT, None) for code in outage}
     # A client that met a fatal error earlier, which it no longer names: it may have been a fence,
     # and a retry would fence the newer instance back (shard_transaction.fatal_cause finds it first).
-    table[E._FATAL] = (Outcome.HALT, None)
+    table[E._FATAL] = (Outcome.CANNOT_CONTINUE, None)
     return table
 
 
@@ -238,7 +240,7 @@ _USER_RAISED = "USER_RAISED_EXCEPTION"
 REBUILD_MARK = "rebuild the query: "
 
 
-def _spark_verdict(error: BaseException, origin: Any) -> Verdict:
+def _spark_verdict(error: BaseException, origin: Any) -> FailureVerdict:
     """A failure Spark reports (the source's tasks, the state store): judged by the types along
     the Java exception's chain of causes and by the error conditions they carry."""
     from py4j.java_gateway import is_instance_of
@@ -252,18 +254,18 @@ def _spark_verdict(error: BaseException, origin: Any) -> Verdict:
             condition = cause.getCondition()
             if condition == _USER_RAISED and REBUILD_MARK in str(cause.getMessage()):
                 message = str(cause.getMessage()).split(REBUILD_MARK, 1)[1].splitlines()[0]
-                return Verdict(Outcome.REBUILD, f"{REBUILD_MARK}{message}", message=message.split(" SQLSTATE")[0],
-                               source=Source.SPARK)
+                return FailureVerdict(Outcome.REBUILD, f"{REBUILD_MARK}{message}",
+                                      message=message.split(" SQLSTATE")[0], source=Source.SPARK)
             if condition in _STATE_LAYOUT_CHANGED:
-                return Verdict(Outcome.STOP, f"its state was written by another version of the query "
+                return FailureVerdict(Outcome.FIX_SETTING, f"its state was written by another version of the query "
                                f"({condition}: {str(cause.getMessage()).strip().splitlines()[0][:300]}). Run the "
                                "version that wrote it, or start this one on a new checkpoint_location.",
                                "checkpoint_location", source=Source.SPARK)
         if is_instance_of(gateway, cause, _KAFKA_AUTHORIZATION):
-            return Verdict(Outcome.STOP, f"Kafka refused the source: {cause.getMessage()}", "kafka",
+            return FailureVerdict(Outcome.FIX_SETTING, f"Kafka refused the source: {cause.getMessage()}", "kafka",
                            source=Source.SPARK)
         if is_instance_of(gateway, cause, _KAFKA_RETRIABLE):
-            return Verdict(Outcome.RIDE_OUT, f"{line} ... Kafka: {cause.getClass().getSimpleName()}: "
+            return FailureVerdict(Outcome.RIDE_OUT, f"{line} ... Kafka: {cause.getClass().getSimpleName()}: "
                            f"{str(cause.getMessage())[:300]}", source=Source.SPARK)
         cause, seen = cause.getCause(), seen + 1
-    return Verdict(Outcome.RETRY, line, source=Source.SPARK)
+    return FailureVerdict(Outcome.RETRY, line, source=Source.SPARK)

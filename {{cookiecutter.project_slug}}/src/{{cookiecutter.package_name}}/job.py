@@ -32,7 +32,7 @@ from .pipeline.decoding import decode
 from .pipeline.output_records import answer_type, encode
 from .pipeline.parsing import event_schema
 from .savepoints import Origin
-from .sink import AT_LEAST_ONCE, KafkaSink, for_commit
+from .sink import AT_LEAST_ONCE, KafkaSink, for_commit, settings_for
 from .spark.session import AVRO_PACKAGE, checkpoint_conf
 from .spark.session import spark_session as new_session
 from .storage import object_store
@@ -105,7 +105,7 @@ def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
     """The query's writer, and its sink (which says what it published for a batch); `avro`: the
     Avro input's plan, which the dead letters' read-back decodes with too; `schemas`: the registry
     of this build (one is made for Avro output without it)."""
-    settings = savepoints.sink_settings(config, origin)
+    settings = settings_for(config, savepoints.first_batch_id(origin))
     read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config, avro))
     output = None
     if config.output_format == "avro":

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .failures import Outcome, Verdict, verdict
+from .failures import FailureVerdict, Outcome, verdict
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,8 @@ class Tolerance:
     def _what(self) -> str:
         return self.what() if callable(self.what) else self.what
 
-    def run(self, attempt: Callable[[], T], past: Callable[[Verdict, float], BaseException],
-            retry_pause: float = 2.0, reason: Callable[[Verdict], str] = lambda judged: judged.message) -> T:
+    def run(self, attempt: Callable[[], T], past: Callable[[FailureVerdict, float], BaseException],
+            retry_pause: float = 2.0, reason: Callable[[FailureVerdict], str] = lambda judged: judged.message) -> T:
         """`attempt()` until it returns; a failure that rides out (its verdict) is tried again
         within the tolerance; past it, `past(verdict, seconds waited)` is raised instead (one line,
         no traceback); any other failure is raised as it is."""

@@ -19,7 +19,7 @@ from {{ cookiecutter.package_name }}.sink.batch_records import DIGEST, RECORDS_S
 from {{ cookiecutter.package_name }}.sink.invariants import CheckpointBehindOutput, MarkersWentBack
 from {{ cookiecutter.package_name }}.sink.marker import MarkersUndecided, read_marker_values, read_markers
 from {{ cookiecutter.package_name }}.sink.producers import CommitShard, ProducerPool
-from {{ cookiecutter.package_name }}.sink.publishing_tasks import PublishOrder, ShardResult, publish_part
+from {{ cookiecutter.package_name }}.sink.publishing_tasks import ShardResult, TaskBrief, publish_part
 from {{ cookiecutter.package_name }}.sink.settings import SinkSettings
 from {{ cookiecutter.package_name }}.sink.shard_transaction import (
     ProducerFenced,
@@ -366,8 +366,8 @@ def task_part(topic: str, batch_id: int, rows: int, shard: int = 0) -> tuple[lis
     return table.to_batches(max_chunksize=50), ShardFigures(rows, digest(table))
 
 
-def order_for(settings: SinkSettings, batch_id: int, figures: ShardFigures) -> PublishOrder:
-    return PublishOrder(settings, batch_id, frozenset({0}), (figures,), "offsets", faults.DriverFaults(0, None))
+def order_for(settings: SinkSettings, batch_id: int, figures: ShardFigures) -> TaskBrief:
+    return TaskBrief(settings, batch_id, frozenset({0}), (figures,), "offsets", faults.DriverFaults(0, None))
 
 
 def slowly(batches: list[pa.RecordBatch]):

@@ -39,7 +39,7 @@ def test_a_clash_is_refused_naming_the_column(names, named):
     with pytest.raises(AnswerNameClash, match=r"^pipeline/query\.py: ") as refused:
         checked_answer_names(names)
     assert named in str(refused.value) and "\n" not in str(refused.value)
-    assert verdict(refused.value).outcome is Outcome.HALT  # the code must change: no restart helps
+    assert verdict(refused.value).outcome is Outcome.CANNOT_CONTINUE  # the code must change: no restart helps
 {%- if cookiecutter.query == "count-by-key" %}
 
 

@@ -12,10 +12,11 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
-from {{ cookiecutter.package_name }}.config import ConfigError, load_config, masked, secret_values
+from {{ cookiecutter.package_name }}.config import ConfigError, load_config
 from {{ cookiecutter.package_name }}.formats.avro_input import AvroInput, reader_schema
 from {{ cookiecutter.package_name }}.formats.avro_output import read_schema, schema_for
 from {{ cookiecutter.package_name }}.formats.registry import Subject
+from {{ cookiecutter.package_name }}.masking import masked, secret_values
 from {{ cookiecutter.package_name }}.sink.batch_records import avro_long, stamped_values
 
 ANSWER = T.StructType([T.StructField("key", T.StringType(), True), T.StructField("count", T.LongType(), False)])

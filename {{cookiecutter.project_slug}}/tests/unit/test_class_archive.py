@@ -25,18 +25,28 @@ def test_one_run_writes_the_archive_and_later_starts_map_it(tmp_path):
     assert class_archive.java_options(["/jars/b.jar"], write=False, directory=tmp_path) == ""  # other jars: another
 
 
-def test_a_killed_runs_claim_is_taken_over_and_its_partial_archive_never_used(tmp_path):
-    writing = class_archive.java_options([], write=True, directory=tmp_path)
-    (claim,) = tmp_path.glob("*.claim")
-    claim.write_text("999999999")  # a process that is gone
+def test_a_claim_is_held_while_its_run_lives_and_taken_over_once_it_is_killed(tmp_path):
+    # Another run, in a process of its own: it claims the archive, says so, then sleeps until killed.
+    run = ("import sys, time; from pathlib import Path; "
+           "from {{ cookiecutter.package_name }}.spark import class_archive; "
+           f"print(class_archive.java_options([], write=True, directory=Path({str(tmp_path)!r})), flush=True); "
+           "time.sleep(600)")
+    other = subprocess.Popen([sys.executable, "-c", run], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None and other.stdout.readline().startswith("-XX:ArchiveClassesAtExit=")
+        assert class_archive.java_options([], write=True, directory=tmp_path) == ""  # that run writes it
+    finally:
+        other.kill()
+        other.wait()
     taken = class_archive.java_options([], write=True, directory=tmp_path)
-    assert taken.startswith("-XX:ArchiveClassesAtExit=") and taken != writing
+    assert taken.startswith("-XX:ArchiveClassesAtExit=")
     jvm = "import sys; sys.stdin.read(); sys.exit(3)"
     failed = subprocess.Popen([sys.executable, "-c", jvm], stdin=subprocess.PIPE)
     partial = tmp_path / taken.split()[0].split("=", 1)[1]
     partial.write_text("torn")
     class_archive.finish(taken, failed)  # the JVM did not exit cleanly: its file is not an archive
     assert list(tmp_path.glob("*.jsa")) == [] and not partial.exists()
+    assert class_archive.java_options([], write=True, directory=tmp_path) != ""  # released: claimed again
     class_archive.finish("-Dother=1", None)  # a session that wrote nothing: nothing to do
 
 

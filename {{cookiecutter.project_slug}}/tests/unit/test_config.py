@@ -8,11 +8,11 @@ from {{ cookiecutter.package_name }}.config import (
     ENV_PREFIX,
     ConfigError,
     JobConfig,
-    java_client_options,
     load_config,
-    masked,
     starting_offsets,
 )
+from {{ cookiecutter.package_name }}.java_client import java_client_options
+from {{ cookiecutter.package_name }}.masking import masked
 
 
 def test_later_sources_win(tmp_path):

@@ -383,7 +383,7 @@ def test_a_rerun_with_other_records_stops_the_job_before_its_shards_mix_two_comp
     shard_1_transactions = len(pool.shards[1].producer.committed)
     with pytest.raises(RerunMismatch, match=r"batch 5 .* shards \[0, 1\].* Shards \[0\] published") as raised:
         commit_batch(settings, batch(rows=4, shards=2, value=b'{"key":"k","count":2}'), 5, pool)
-    assert (raised.value.outcome, raised.value.option) == (Outcome.STOP, "on_rerun_mismatch")
+    assert (raised.value.outcome, raised.value.option) == (Outcome.FIX_SETTING, "on_rerun_mismatch")
     assert "on_rerun_mismatch" in str(raised.value)
     assert len(pool.shards[1].producer.committed) == shard_1_transactions  # nothing more published
     assert metric("eos_sink_rerun_mismatch_total", sink_id="rerun-fail") == before + 1

@@ -77,7 +77,7 @@ def test_output_records_are_final_kafka_bytes(spark):
         by_topic.setdefault(topic, []).append((key, value))
     assert sorted(by_topic["counts"]) == [(b"blue", {"key": "blue", "count": 1, "batch_id": 7}),
                                           (b"red", {"key": "red", "count": 2, "batch_id": 7})]
-    # Partition 0's dead letters, as a reference for the sink to read back.
+    # Partition 0's dead letters, as a read-back request for the sink.
     assert by_topic[None] == [(b"0", None)] and "dead" not in by_topic
 
 
@@ -113,7 +113,7 @@ def test_a_seeded_answer_merges_each_state_column_its_own_way_and_publishes_only
 
 
 def test_read_back_dead_letters_are_final_kafka_bytes(spark, tmp_path):
-    """What the sink publishes for a reference: the dead letters of the batch's range, parsed by
+    """What the sink publishes for a read-back request: the dead letters of the batch's range, parsed by
     the same expressions as the stream, keyed by their coordinates, with the batch id."""
     from {{ cookiecutter.package_name }}.pipeline.dead_letter_readback import dead_letters
     from {{ cookiecutter.package_name }}.pipeline.parsing import SOURCE_COLUMNS

@@ -40,18 +40,18 @@ def test_every_exception_class_of_the_job_declares_its_outcome():
                   if not issubclass(cls, JobFailure) or not isinstance(getattr(cls, "outcome", None), Outcome)]
     assert not undeclared, f"exceptions without a declared outcome (failures.JobFailure): {undeclared}"
     # A stop for good names the option to fix (ConfigError names its own, per instance).
-    nameless = [cls.__name__ for cls in classes if cls.outcome is Outcome.STOP and not cls.option
+    nameless = [cls.__name__ for cls in classes if cls.outcome is Outcome.FIX_SETTING and not cls.option
                 and not issubclass(cls, ConfigError) and "option" not in inspect.signature(cls.__init__).parameters]
-    assert not nameless, f"STOP outcomes that name no option: {nameless}"
+    assert not nameless, f"FIX_SETTING outcomes that name no option: {nameless}"
 
 
 @pytest.mark.parametrize(("code", "fatal", "outcome", "option"), [
-    (KafkaError.PRODUCER_FENCED, True, Outcome.FENCED, None),
-    (KafkaError._FENCED, True, Outcome.FENCED, None),
-    (KafkaError.INVALID_PRODUCER_EPOCH, True, Outcome.FENCED, None),
-    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, Outcome.STOP, "transactional_id_prefix"),
-    (KafkaError.TOPIC_AUTHORIZATION_FAILED, False, Outcome.STOP, "kafka"),
-    (KafkaError.MSG_SIZE_TOO_LARGE, False, Outcome.STOP, "kafka.message.max.bytes"),
+    (KafkaError.PRODUCER_FENCED, True, Outcome.TAKEN_OVER, None),
+    (KafkaError._FENCED, True, Outcome.TAKEN_OVER, None),
+    (KafkaError.INVALID_PRODUCER_EPOCH, True, Outcome.TAKEN_OVER, None),
+    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, Outcome.FIX_SETTING, "transactional_id_prefix"),
+    (KafkaError.TOPIC_AUTHORIZATION_FAILED, False, Outcome.FIX_SETTING, "kafka"),
+    (KafkaError.MSG_SIZE_TOO_LARGE, False, Outcome.FIX_SETTING, "kafka.message.max.bytes"),
     (KafkaError._TIMED_OUT, False, Outcome.RIDE_OUT, None),  # "Timed out waiting for controller"
     (KafkaError.COORDINATOR_NOT_AVAILABLE, False, Outcome.RIDE_OUT, None),
     (KafkaError.NOT_ENOUGH_REPLICAS, False, Outcome.RIDE_OUT, None),
@@ -73,8 +73,9 @@ class _Settings:
 
 
 @pytest.mark.parametrize(("code", "fatal", "raised", "outcome"), [
-    (KafkaError._FENCED, True, shard_transaction.ProducerFenced, Outcome.FENCED),
-    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, shard_transaction.TransactionalIdRefused, Outcome.STOP),
+    (KafkaError._FENCED, True, shard_transaction.ProducerFenced, Outcome.TAKEN_OVER),
+    (KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, True, shard_transaction.TransactionalIdRefused,
+     Outcome.FIX_SETTING),
     (KafkaError.INVALID_TXN_STATE, True, shard_transaction.KafkaFatal, Outcome.RETRY),
     (KafkaError._TIMED_OUT, False, shard_transaction.CommitFailed, Outcome.RIDE_OUT),
     (KafkaError.UNKNOWN, False, shard_transaction.CommitFailed, Outcome.RETRY),
@@ -87,12 +88,12 @@ def test_a_failed_transaction_becomes_the_sinks_own_exception_with_the_codes_out
 
 def test_a_refused_record_stops_naming_the_limit_instead_of_being_retried():
     judged = verdict(shard_transaction.RecordRejected("a record for 'counts' was refused"))
-    assert (judged.outcome, judged.option) == (Outcome.STOP, "kafka.message.max.bytes")
+    assert (judged.outcome, judged.option) == (Outcome.FIX_SETTING, "kafka.message.max.bytes")
 
 
 def test_the_checkpoint_behind_the_output_stops_naming_checkpoint_location():
     judged = verdict(invariants.CheckpointBehindOutput("batch 3 is planned by ..."))
-    assert (judged.outcome, judged.option, judged.message) == (Outcome.STOP, "checkpoint_location",
+    assert (judged.outcome, judged.option, judged.message) == (Outcome.FIX_SETTING, "checkpoint_location",
                                                                "batch 3 is planned by ...")
 
 
@@ -139,8 +140,8 @@ def test_a_tolerance_waits_out_an_outage_then_gives_up_in_one_exception(monkeypa
         attempts.append(clock[0])
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Timed out waiting for controller"))
 
-    with pytest.raises(failures.GaveUp, match=r"Timed out waiting for controller \(_TIMED_OUT\) after 12s"):
-        Tolerance("waiting", 10).run(timed_out, lambda judged, waited: failures.GaveUp(
+    with pytest.raises(failures.StoppedForGood, match=r"Timed out waiting for controller \(_TIMED_OUT\) after 12s"):
+        Tolerance("waiting", 10).run(timed_out, lambda judged, waited: failures.StoppedForGood(
             f"{judged.message} after {waited:.0f}s"), retry_pause=2.0)
     assert attempts == [0, 2, 4, 6, 8, 10, 12]
 
@@ -192,7 +193,7 @@ def test_a_publishing_tasks_failure_reaches_the_driver_as_itself(failure):
     assert type(arrived) is type(failure) and str(arrived) == str(failure)
     assert (verdict(arrived).outcome, verdict(arrived).option) == (verdict(failure).outcome, verdict(failure).option)
     if isinstance(failure, shard_transaction.ProducerFenced):
-        assert verdict(arrived).outcome is Outcome.FENCED
+        assert verdict(arrived).outcome is Outcome.TAKEN_OVER
 
 
 def test_a_call_refused_for_an_earlier_fatal_error_is_judged_by_that_error():
@@ -206,6 +207,6 @@ def test_a_call_refused_for_an_earlier_fatal_error_is_judged_by_that_error():
 
     refused = KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error")
     cause = fatal_cause(FencedClient(), refused)  # type: ignore[arg-type]
-    assert cause.code() == KafkaError._FENCED and failures.kafka_outcome(cause)[0] is Outcome.FENCED
-    assert failures.kafka_outcome(refused)[0] is Outcome.HALT  # whatever the cause, never a retry
+    assert cause.code() == KafkaError._FENCED and failures.kafka_outcome(cause)[0] is Outcome.TAKEN_OVER
+    assert failures.kafka_outcome(refused)[0] is Outcome.CANNOT_CONTINUE  # whatever the cause, never a retry
     assert fatal_cause(FencedClient(), KafkaError(KafkaError._TRANSPORT)).code() == KafkaError._TRANSPORT  # type: ignore[arg-type]

@@ -22,8 +22,8 @@ LIGHT_COMMANDS = ("config",)
 # The job's top-level modules and packages, in layers from the bottom: a module imports from its own
 # layer or those below it, never from one above. `__init__` is the package itself (its version).
 LAYERS = (
-    ("__init__", "failures", "identifiers", "waiting"),
-    ("config",),
+    ("__init__", "failures", "identifiers", "java_client", "waiting"),
+    ("config", "masking"),
     ("observability",),  # logs and metrics, which every layer above may use
     ("storage", "kafka", "spark", "formats"),
     ("pipeline", "sink"),

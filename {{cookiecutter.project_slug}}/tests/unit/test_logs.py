@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
-from {{ cookiecutter.package_name }}.config import load_config, secret_values
+from {{ cookiecutter.package_name }}.config import load_config
+from {{ cookiecutter.package_name }}.masking import secret_values
 from {{ cookiecutter.package_name }}.observability.logs import JsonFormatter, TextFormatter, event, quiet_libraries
 from {{ cookiecutter.package_name }}.sink.coordinator import BatchPublished
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, LogEntry
@@ -60,7 +61,7 @@ def test_py4js_traceback_of_a_failed_batch_is_a_debug_line(caplog):
 
 def test_every_password_a_tls_or_sasl_client_takes_is_a_secret():
     """librdkafka's and the Java client's names for the SCRAM password, key and store passwords,
-    JAAS lines: masked in the logs and `config` (config.is_secret)."""
+    JAAS lines: masked in the logs and `config` (masking.is_secret)."""
     names = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
              "sasl.jaas.config", "sasl.oauthbearer.client.secret")
     passwords = {name: f"pw-{n}-value" for n, name in enumerate(names)}

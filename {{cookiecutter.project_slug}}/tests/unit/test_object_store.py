@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from {{ cookiecutter.package_name }}.config import ConfigError, load_config, masked
+from {{ cookiecutter.package_name }}.config import ConfigError, load_config
+from {{ cookiecutter.package_name }}.masking import masked
 from {{ cookiecutter.package_name }}.storage import object_store
 from {{ cookiecutter.package_name }}.storage.files import filesystem
 

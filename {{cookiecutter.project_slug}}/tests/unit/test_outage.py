@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from {{ cookiecutter.package_name }}.config import JobConfig
-from {{ cookiecutter.package_name }}.failures import KafkaUnreachable, Outcome, Verdict
+from {{ cookiecutter.package_name }}.failures import FailureVerdict, KafkaUnreachable, Outcome
 from {{ cookiecutter.package_name }}.supervision import outage
 
 
@@ -21,8 +21,8 @@ class Clock:
 
 
 # Failures as the runner hands them over: judged already (failures.verdict), by type, not by text.
-BUG = Verdict(Outcome.RETRY, "ArithmeticException: / by zero")
-TIMED_OUT = Verdict(Outcome.RIDE_OUT, "Kafka: Timed out waiting for controller (_TIMED_OUT)")
+BUG = FailureVerdict(Outcome.RETRY, "ArithmeticException: / by zero")
+TIMED_OUT = FailureVerdict(Outcome.RIDE_OUT, "Kafka: Timed out waiting for controller (_TIMED_OUT)")
 
 
 @pytest.fixture

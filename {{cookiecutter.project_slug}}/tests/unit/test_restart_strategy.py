@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from {{ cookiecutter.package_name }} import failures
-from {{ cookiecutter.package_name }}.supervision.runner import GaveUp, RestartStrategy, query_failure_ending
+from {{ cookiecutter.package_name }}.supervision.runner import RestartStrategy, StoppedForGood, query_failure_ending
 
 
 def strategy(kind: str, attempts: int = 2) -> RestartStrategy:
@@ -13,7 +13,7 @@ def strategy(kind: str, attempts: int = 2) -> RestartStrategy:
 def test_fixed_delay_gives_up_after_the_attempts():
     fixed = strategy("fixed-delay")
     assert [fixed.next_delay(t) for t in (0, 1)] == [1.0, 1.0]
-    with pytest.raises(GaveUp, match="3 failures"):
+    with pytest.raises(StoppedForGood, match="3 failures"):
         fixed.next_delay(2)
 
 
@@ -27,13 +27,13 @@ def test_failure_rate_counts_only_recent_failures():
     assert rate.next_delay(0) == 1.0
     assert rate.next_delay(5) == 1.0
     assert rate.next_delay(20) == 1.0  # the failure at 0 is outside the 10 s window
-    with pytest.raises(GaveUp, match="within 10s"):
+    with pytest.raises(StoppedForGood, match="within 10s"):
         rate.next_delay(21)
         rate.next_delay(22)
 
 
 def test_none_never_restarts():
-    with pytest.raises(GaveUp):
+    with pytest.raises(StoppedForGood):
         strategy("none").next_delay(0)
 
 
@@ -43,7 +43,7 @@ def test_a_healthy_period_resets_the_budget(kind):
     assert [restarts.next_delay(t) for t in (0, 1)] == [1.0, 2.0 if kind != "fixed-delay" else 1.0]
     assert restarts.next_delay(20) == 1.0, "11 s healthy since the last failure: a fresh budget"
     restarts.next_delay(21)
-    with pytest.raises(GaveUp):
+    with pytest.raises(StoppedForGood):
         restarts.next_delay(22)
 
 
@@ -57,4 +57,4 @@ def test_a_failure_met_while_the_checkpoints_store_is_down_goes_to_the_restart_s
     retried = failures.verdict(RuntimeError("the sink log's write failed"))
     assert retried.outcome is failures.Outcome.RETRY
     assert query_failure_ending(retried, unreachable) is None
-    assert isinstance(query_failure_ending(retried, lambda: "a newer driver runs"), failures.Fenced)
+    assert isinstance(query_failure_ending(retried, lambda: "a newer driver runs"), failures.TakenOver)

@@ -182,22 +182,22 @@ def test_the_batch_id_is_stamped_last_on_each_value_and_a_null_value_stays_null(
 def test_the_executors_figures_of_a_batch_are_the_drivers_and_partition_s_holds_shard_s(spark):
     """Spark tasks publish a batch with the figures the executors computed (distributed_records),
     which must equal those the driver computes from the same records (InlineRecords), digests
-    included (summed in two halves there, modulo 2**64 here); references are kept apart; and
+    included (summed in two halves there, modulo 2**64 here); read-back requests are kept apart; and
     partition s of the batch by shard holds shard s's records, so task s publishes shard s."""
     from {{ cookiecutter.package_name }}.sink.batch_records import SHARD, InlineRecords
     from {{ cookiecutter.package_name }}.sink.distributed_records import distribute
     from {{ cookiecutter.package_name }}.sink.kafka_sink import for_commit
 
     rows = [("counts", f"k{i}".encode(), f"v{i}".encode()) for i in range(2_000)]
-    rows += [(None, f"reference-{i}".encode(), None) for i in range(3)]
+    rows += [(None, f"read-back-{i}".encode(), None) for i in range(3)]
     records = for_commit(spark.createDataFrame(rows, "topic STRING, key BINARY, value BINARY").repartition(4), 5)
     inline = InlineRecords.of(records.toArrow(), 5)
     distributed = distribute(records, 5)
     try:
         assert distributed.rows_per_shard == inline.rows_per_shard and sum(inline.rows_per_shard) == 2_000
         assert distributed.digests == inline.digests
-        assert sorted(distributed.references) == sorted(inline.references) == [b"reference-0", b"reference-1",
-                                                                               b"reference-2"]
+        wanted = [b"read-back-0", b"read-back-1", b"read-back-2"]
+        assert sorted(distributed.read_back_keys) == sorted(inline.read_back_keys) == wanted
         assert distributed.size_bytes == sum(len(t) + len(k) + len(v) for t, k, v in rows if t)
         held = distributed.by_shard().rdd.mapPartitionsWithIndex(
             lambda index, part: [(index, sorted({row[SHARD] for row in part}))]).collect()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from {{ cookiecutter.package_name }}.config import ConfigError, load_config
-from {{ cookiecutter.package_name }}.failures import GaveUp
+from {{ cookiecutter.package_name }}.failures import StoppedForGood
 from {{ cookiecutter.package_name }}.sink.marker import Marker, marker_key, marker_value, parse_marker, shard_of
 from {{ cookiecutter.package_name }}.sink.pinned_settings import FILE, PinnedSettings, check_and_pin, read_pinned
 from {{ cookiecutter.package_name }}.sink.sink_log import COMMITTED, PREPARED, LogEntry, SinkLog
@@ -178,7 +178,7 @@ def test_at_start_up_unreachable_kafka_is_waited_out_when_the_checkpoint_exists(
     (tmp_path / "ckpt" / "offsets").mkdir(parents=True)
     (tmp_path / "ckpt" / "offsets" / "0").write_text("v1\n{}\n{}\n")
     monkeypatch.setattr(preflight, "STARTUP_RETRY_SECONDS", 0.1)
-    with pytest.raises(GaveUp, match=r"Kafka at 127.0.0.1:9 in an outage for \d+s at start-up, past "
+    with pytest.raises(StoppedForGood, match=r"Kafka at 127.0.0.1:9 in an outage for \d+s at start-up, past "
                                      r"kafka_outage_tolerance_seconds \(2\)"):
         preflight.check_kafka(unreachable(tmp_path, kafka_outage_tolerance_seconds="2"), timeout=0.5)
     assert any("the checkpoint exists, waiting" in record.getMessage() for record in caplog.records)

@@ -28,7 +28,7 @@ def test_a_checkpoint_of_another_state_layout_is_refused_naming_the_option(spark
     with pytest.raises(StreamingQueryException) as failure:
         _run_count(spark, source, checkpoint, "a", "b")
     refused = verdict(failure.value)
-    assert refused.outcome is Outcome.STOP and refused.option == "checkpoint_location", refused
+    assert refused.outcome is Outcome.FIX_SETTING and refused.option == "checkpoint_location", refused
     assert "another version of the query" in refused.message, refused
     assert "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE" in refused.message, refused
 

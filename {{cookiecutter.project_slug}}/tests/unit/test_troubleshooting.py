@@ -29,7 +29,7 @@ from confluent_kafka import KafkaError, KafkaException
 import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }} import cli, failures
 from {{ cookiecutter.package_name }}.config import RestartStrategyKind
-from {{ cookiecutter.package_name }}.failures import ConfigError, GaveUp, JobFailure, Outcome, Verdict, verdict
+from {{ cookiecutter.package_name }}.failures import ConfigError, FailureVerdict, JobFailure, Outcome, StoppedForGood, verdict
 from {{ cookiecutter.package_name }}.startup import preflight
 from {{ cookiecutter.package_name }}.storage.driver_presence import HEARTBEAT
 from {{ cookiecutter.package_name }}.supervision import runner
@@ -125,7 +125,7 @@ class _Records(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def restart_line(judged: Verdict) -> Line:
+def restart_line(judged: FailureVerdict) -> Line:
     """The line the runner logs before the restart strategy restarts the query."""
     records = _Records()
     runner.log.addHandler(records)
@@ -137,12 +137,12 @@ def restart_line(judged: Verdict) -> Line:
     return Line(next(line for line in records.lines if judged.line in line), None)
 
 
-def giving_up_lines(judged: Verdict) -> list[Line]:
+def giving_up_lines(judged: FailureVerdict) -> list[Line]:
     """The restart strategy's last word after `judged`, for each strategy."""
     lines = []
     for kind in get_args(RestartStrategyKind):
         strategy = runner.RestartStrategy(kind, attempts=0, delay=0.0, max_delay=0.0, interval=60.0)
-        with pytest.raises(GaveUp) as gave_up:
+        with pytest.raises(StoppedForGood) as gave_up:
             runner._restarts_after_delay(strategy, judged, runner.StopRequested())
         lines.append(command_line(gave_up.value))
     return lines
@@ -155,7 +155,7 @@ def startup_line(error: BaseException) -> Line:
     def checks() -> None:
         raise error
 
-    with pytest.raises(GaveUp) as gave_up:
+    with pytest.raises(StoppedForGood) as gave_up:
         preflight.outages_waited_out(config, checks)
     return command_line(gave_up.value)
 
@@ -167,7 +167,7 @@ def lines_of(error: BaseException) -> list[Line]:
     ending = runner.query_failure_ending(judged)
     if ending is not None:
         lines.append(command_line(ending))
-    elif judged.outcome is Outcome.STOPPING:  # the sink ends the query with it: Spark's log shows it
+    elif judged.outcome is Outcome.ASKED_TO_STOP:  # the sink ends the query with it: Spark's log shows it
         lines.append(Line(judged.line, None))
     else:
         lines.append(restart_line(judged))
@@ -295,7 +295,7 @@ def lines(raisers: _Raisers, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     """Per failure, the lines the job prints for it; each needs a row that shows one of them. The
     restart strategy's, the start-up's and the heartbeat's endings each need a row of their own."""
     found = {f"{cls.__module__}.{cls.__name__}": lines_of(instance(cls))
-             for cls in failure_classes() if not issubclass(cls, GaveUp) and reaches_the_user(cls, raisers)}
+             for cls in failure_classes() if not issubclass(cls, StoppedForGood) and reaches_the_user(cls, raisers)}
     found |= {what: lines_of(error) for what, error in kafka_errors().items()}
     retried = verdict(instance(failures.KafkaUnreachable))
     for kind, line in zip(get_args(RestartStrategyKind), giving_up_lines(retried), strict=True):
@@ -356,13 +356,13 @@ def test_the_failure_lines_name_the_jobs_own_exception_whatever_its_suffix(raise
     """The restart's line, its JSON event and the restart strategy's last word keep the sink's own
     names (MarkersUndecided, SinkLogConflict), not only names that end in Error or Exception."""
     for cls in failure_classes():
-        if issubclass(cls, GaveUp) or not reaches_the_user(cls, raisers):
+        if issubclass(cls, StoppedForGood) or not reaches_the_user(cls, raisers):
             continue
         judged = verdict(instance(cls))
         if judged.outcome in (Outcome.RETRY, Outcome.RIDE_OUT):
             assert restart_line(judged).text.startswith(f"query failed: {cls.__name__}: ")
             assert all(f"; last failure: {cls.__name__}: " in line.text for line in giving_up_lines(judged))
-        elif judged.outcome in (Outcome.HALT, Outcome.FENCED):
+        elif judged.outcome in (Outcome.CANNOT_CONTINUE, Outcome.TAKEN_OVER):
             assert command_line(runner.query_failure_ending(judged) or judged).text.startswith(
                 f"stopping: {cls.__name__}: ")
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from ..failures import ConfigError, SchemaRegistryUnreachable, Verdict
+from ..failures import ConfigError, FailureVerdict, SchemaRegistryUnreachable
 from ..waiting import Tolerance
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class Registry:
         tolerance = Tolerance(f"{what} at {self.url}", self.tolerance_seconds, self.stop,
                               event_kind="schema_registry_unreachable")
 
-        def past(judged: Verdict, waited: float) -> BaseException:
+        def past(judged: FailureVerdict, waited: float) -> BaseException:
             return ConfigError("schema_registry.url", f"{self.url} did not answer for {waited:.0f}s "
                                                       f"(schema_registry_tolerance_seconds) while {what}: "
                                                       f"{judged.message}")

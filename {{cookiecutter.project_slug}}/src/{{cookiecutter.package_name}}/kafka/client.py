@@ -1,7 +1,7 @@
 """The user's Kafka client settings (the `[kafka]` table: security.protocol, sasl.*, ssl.*,
 client.id ...) for every client of confluent-kafka the job and its tools make (librdkafka's
 names, as written); and what every read of the input through Spark's Kafka source shares
-(spark_source_options), the same settings in the Java client's names (config.java_client_options)."""
+(spark_source_options), the same settings in the Java client's names (java_client.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..config import java_client_options
+from ..java_client import java_client_options
 
 if TYPE_CHECKING:  # the `config` command must not import the Kafka client (test_layout.py)
     from confluent_kafka import KafkaError

@@ -87,7 +87,7 @@ def quiet_libraries() -> None:
 
 def configure(log_format: str, secrets: Iterable[str]) -> None:
     """Switch the process's log handlers to the configured format (the CLI starts with text);
-    `secrets`: the values masked in every line (config.secret_values)."""
+    `secrets`: the values masked in every line (masking.secret_values)."""
     secrets = list(secrets)
     formatter = JsonFormatter(secrets) if log_format == "json" else TextFormatter(secrets, TEXT_FORMAT)
     for handler in logging.getLogger().handlers:

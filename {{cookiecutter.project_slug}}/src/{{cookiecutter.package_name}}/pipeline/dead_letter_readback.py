@@ -30,12 +30,12 @@ from .unpushed_filter import where_in_place
 
 
 def dead_letter_reader(config: JobConfig, schema: EventSchema) -> Callable[[SparkSession, list[bytes], int], DataFrame]:
-    """The sink's read-back function: (session, references, batch id) -> the dead letters' records,
+    """The sink's read-back function: (session, the read-back requests' keys, batch id) -> the dead letters' records,
     as output_records.encode makes them (the sink stamps them with the batch id as it produces)."""
     location = resolve_location(config.checkpoint_location)
 
-    def read_back(spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
-        partitions = sorted({int(reference) for reference in references})
+    def read_back(spark: SparkSession, read_back_keys: list[bytes], batch_id: int) -> DataFrame:
+        partitions = sorted({int(key) for key in read_back_keys})
         start, end = checkpoint.batch_range(location, batch_id, config.input_topic)
         return dead_letters(read_input_range(spark, config, start, end, partitions), schema, config.dead_letter_topic)
 

@@ -3,7 +3,7 @@
   topic, keyed by its key;
 - a dead letter keeps its JSON value (dead_letters.py) and goes to the dead-letter topic, keyed
   by its source coordinates;
-- "partition P had dead letters" becomes a *reference*, a record without a topic whose key is
+- "partition P had dead letters" becomes a *read-back request*, a record without a topic whose key is
   P, which the sink turns into the dead letters themselves by reading them back
   (dead_letter_readback.py).
 An answer's value is JSON, or Avro in the registry's wire format (formats/avro_output.py).
@@ -33,11 +33,11 @@ def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str, avro: 
            ) -> DataFrame:
     """Changes (changes.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value
     without the batch id: an answer's a JSON object, or with `avro` an Avro record; a dead letter's a
-    JSON object; a reference has a null topic and value. Changes with the input's headers keep
+    JSON object; a read-back request has a null topic and value. Changes with the input's headers keep
     them, as Spark's Kafka sink names them (`headers`). A row without a key (the TTL operator's
     dead-letter group) is dropped."""
     is_answer = F.col("kind") == KIND_ANSWER
-    is_reference = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION
+    is_read_back = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION
     if avro is None:
         answer_value = F.to_json(answer(changes)).cast("binary")
     else:
@@ -45,7 +45,7 @@ def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str, avro: 
 
         answer_value = avro_value(answer(changes), avro)
     return changes.select(
-        F.when(is_answer, F.lit(output_topic)).when(~is_reference, F.lit(dead_letter_topic)).alias("topic"),
+        F.when(is_answer, F.lit(output_topic)).when(~is_read_back, F.lit(dead_letter_topic)).alias("topic"),
         F.col("key").cast("binary").alias("key"),
         F.when(is_answer, answer_value).otherwise(F.col(DEAD_LETTER_VALUE).cast("binary")).alias("value"),
         *_headers(changes),

@@ -1,6 +1,6 @@
 """The savepoint commands (`savepoint create|inspect`, `state`, `run --from-savepoint`): what
 they read from Kafka and the checkpoint, and what they print. The savepoint itself is
-savepoints/__init__.py. Nothing heavy is imported until a command runs."""
+the rest of savepoints/. Nothing heavy is imported until a command runs."""
 
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ def _markers(config: JobConfig, sink_id: str, settled: bool = True) -> dict[int,
 
 
 def _fence_old_producers(config: JobConfig) -> None:
-    from ..sink import fence_stopped_job
+    from ..sink import fence_stopped_job, settings_for
 
     if config.exactly_once:
-        fence_stopped_job(savepoints.sink_settings(config))
+        fence_stopped_job(settings_for(config))
 
 
 def _session(spark_session: SessionFactory, config: JobConfig, name: str) -> SparkSession:

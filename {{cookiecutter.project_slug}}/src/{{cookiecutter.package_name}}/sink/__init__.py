@@ -4,7 +4,8 @@ may import; the modules beside it are its insides (tests/unit/test_layout.py hol
 - the sink: KafkaSink (Spark's `foreachBatch` function), the guarantee AT_LEAST_ONCE names, and
   for_commit, which the query's plan applies so that no batch pays for it on the driver;
   BatchPublished, what it did for a batch (the runner's log lines);
-- its settings: SinkSettings, and the prefix of its transactional ids (transactional_ids);
+- its settings: SinkSettings, built from the configuration by settings_for, and the prefix of
+  its transactional ids (transactional_ids);
 - its start-up check: check_start, before the first batch;
 - its savepoint hand-off: published_batches, fence_stopped_job;
 - its log, as `status` reads it: SinkLog;
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .coordinator import BatchPublished
     from .kafka_sink import AT_LEAST_ONCE, KafkaSink, for_commit
     from .savepoint_handoff import fence_stopped_job, published_batches
-    from .settings import SinkSettings, transactional_ids
+    from .settings import SinkSettings, settings_for, transactional_ids
     from .sink_log import SinkLog
     from .start_checks import check_start
 
@@ -31,14 +32,14 @@ if TYPE_CHECKING:
 _HELD_IN = {
     "AT_LEAST_ONCE": "kafka_sink", "KafkaSink": "kafka_sink", "for_commit": "kafka_sink",
     "BatchPublished": "coordinator",
-    "SinkSettings": "settings", "transactional_ids": "settings",
+    "SinkSettings": "settings", "settings_for": "settings", "transactional_ids": "settings",
     "check_start": "start_checks",
     "fence_stopped_job": "savepoint_handoff", "published_batches": "savepoint_handoff",
     "SinkLog": "sink_log",
     "faults": "faults",
 }
 __all__ = ["AT_LEAST_ONCE", "BatchPublished", "KafkaSink", "SinkLog", "SinkSettings", "check_start", "faults",
-           "fence_stopped_job", "for_commit", "published_batches", "transactional_ids"]
+           "fence_stopped_job", "for_commit", "published_batches", "settings_for", "transactional_ids"]
 
 
 def __getattr__(name: str) -> Any:

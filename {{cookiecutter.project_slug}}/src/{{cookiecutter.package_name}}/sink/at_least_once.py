@@ -1,6 +1,6 @@
 """The at-least-once writer: each sink task produces its records straight to Kafka with an
 idempotent (not transactional) producer. A batch that Spark re-runs after a crash is published
-again, as with Spark's built-in Kafka sink. A task returns the references among its records
+again, as with Spark's built-in Kafka sink. A task returns the keys of the read-back requests among its records
 (no topic: batch_records.py), for the sink to read back and produce in turn."""
 
 from __future__ import annotations
@@ -20,41 +20,42 @@ from .settings import PARTITIONER, SinkSettings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-# A task's function for mapInArrow: its records in, its references out.
+# A task's function for mapInArrow: its records in, the keys of its read-back requests out.
 TaskFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-TASK_OUTPUT = "reference BINARY"
+TASK_OUTPUT = "read_back_key BINARY"
+TASK_OUTPUT_SCHEMA = pa.schema([("read_back_key", pa.binary())])
 
 
 def publish_at_least_once(settings: SinkSettings, output: DataFrame, batch_id: int,
                           read_back: Callable[[list[bytes]], DataFrame]) -> None:
-    """Batch `batch_id`'s records produced by Spark tasks, then those its references name (read
+    """Batch `batch_id`'s records produced by Spark tasks, then those its read-back requests name (read
     back). Each fault point means here what it means to the exactly-once protocol: Kafka untouched
     before the produce, the records visible after it (a crash then makes Spark re-run, and
     re-publish, the batch)."""
     for point in faults.BEFORE_KAFKA:
         faults.maybe_crash(point, batch_id)
     task = produce_task(settings, batch_id)
-    references = [row[0] for row in output.mapInArrow(task, TASK_OUTPUT).collect()]
-    if references:
-        read_back(references).mapInArrow(task, TASK_OUTPUT).collect()
+    read_back_keys = [row[0] for row in output.mapInArrow(task, TASK_OUTPUT).collect()]
+    if read_back_keys:
+        read_back(read_back_keys).mapInArrow(task, TASK_OUTPUT).collect()
     for point in faults.AFTER_PRODUCE:
         faults.maybe_crash(point, batch_id)
 
 
 def produce_task(settings: SinkSettings, batch_id: int) -> TaskFunction:
     def produce_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        references: list[bytes] = []
-        produce_now(settings, batch_id, batches, references)
-        yield pa.RecordBatch.from_pydict({"reference": references}, schema=pa.schema([("reference", pa.binary())]))
+        read_back_keys: list[bytes] = []
+        produce_now(settings, batch_id, batches, read_back_keys)
+        yield pa.RecordBatch.from_pydict({"read_back_key": read_back_keys}, schema=TASK_OUTPUT_SCHEMA)
 
     return produce_partition
 
 
 def produce_now(settings: SinkSettings, batch_id: int, batches: Iterator[pa.RecordBatch],
-                references: list[bytes] | None = None) -> int:
+                read_back_keys: list[bytes] | None = None) -> int:
     """Produce every record with a topic, stamped with Spark's batch `batch_id` as published
     (its value, with_batch_id, and its header, SinkSettings.batch_header) and with its own headers
-    (batch_records.HEADERS); the others' keys go to `references`."""
+    (batch_records.HEADERS); the others' keys go to `read_back_keys`."""
     from confluent_kafka import Producer
 
     headers, published_id = settings.batch_header(batch_id), settings.output_batch_id(batch_id)
@@ -74,8 +75,8 @@ def produce_now(settings: SinkSettings, batch_id: int, batches: Iterator[pa.Reco
                    stamped_values(batch, published_id, settings.avro_topics).to_pylist())
         for topic, key, value, record_header in zip(*columns, own, strict=True):
             if topic is None:
-                if references is not None:
-                    references.append(key)
+                if read_back_keys is not None:
+                    read_back_keys.append(key)
                 continue
             rows += 1
             produce(producer, topic, key, value, record_header, on_delivery)

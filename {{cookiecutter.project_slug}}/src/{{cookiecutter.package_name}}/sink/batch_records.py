@@ -8,7 +8,7 @@ The driver holds one chunk of Python objects at a time while it produces.
 Each shard's records come with an order-independent digest (a sum of per-record hashes), so that
 a re-run of the batch can be compared with its first attempt (coordinator.py).
 
-Records without a topic are *references*: not published, but handed to the job, which turns them
+Records without a topic are *read-back requests*: not published, but their keys handed to the job, which turns them
 into more records of the same batch (its dead letters, read back; dead_letter_readback.py)."""
 
 from __future__ import annotations
@@ -43,16 +43,16 @@ class InlineRecords:
     """The batch on the driver, split by shard."""
 
     parts: list[pa.Table]
-    references: list[bytes] = field(default_factory=list)
+    read_back_keys: list[bytes] = field(default_factory=list)
     digests: list[int] = field(default_factory=list)  # per shard
 
     @classmethod
     def of(cls, table: pa.Table, shards: int) -> InlineRecords:
         topic = table.column("topic")
-        references = [] if topic.null_count == 0 else table.filter(pc.is_null(topic)).column("key").to_pylist()
+        read_back_keys = [] if topic.null_count == 0 else table.filter(pc.is_null(topic)).column("key").to_pylist()
         published = table if topic.null_count == 0 else table.filter(pc.is_valid(topic))
         parts = split_by_shard(published, shards)
-        return cls([_as_records(part) for part in parts], references, [digest(part) for part in parts])
+        return cls([_as_records(part) for part in parts], read_back_keys, [digest(part) for part in parts])
 
     @property
     def rows_per_shard(self) -> list[int]:
@@ -68,10 +68,10 @@ class InlineRecords:
 
 @dataclass(frozen=True)
 class CombinedRecords:
-    """A batch's records from several parts: its output, then the records its references named."""
+    """A batch's records from several parts: its output, then the records its read-back requests named."""
 
     parts: list[InlineRecords]
-    references: list[bytes] = field(default_factory=list)
+    read_back_keys: list[bytes] = field(default_factory=list)
 
     @property
     def rows_per_shard(self) -> list[int]:

@@ -223,12 +223,12 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
     """Steps 3 and 4 in the publishing job's tasks, one per shard (publishing_tasks.py). Every
     task answers with a row; a shard published by a task becomes its new state, and the gravest
     of the failures the tasks met fails the batch, raised as the task met it."""
-    order = tasks.PublishOrder(settings, batch_id, frozenset(pending),
+    brief = tasks.TaskBrief(settings, batch_id, frozenset(pending),
                                tuple(ShardFigures(rows, digest) for rows, digest
                                      in zip(records.rows_per_shard, records.digests, strict=True)),
                                source_offsets, faults.DriverFaults.of_driver())
     try:
-        rows = records.by_shard().mapInArrow(tasks.publish_task(order), tasks.RESULT_DDL).collect()
+        rows = records.by_shard().mapInArrow(tasks.publish_task(brief), tasks.RESULT_DDL).collect()
     except (Py4JJavaError, CapturedException) as error:  # a task that could not answer: its worker or executor died
         java = getattr(error, "java_exception", None)
         message = (str(java.getMessage()) if java is not None else str(error)).strip().splitlines()[0][:500]
@@ -255,5 +255,5 @@ def publish_from_tasks(settings: SinkSettings, records: DistributedRecords, batc
 
 
 # Outcomes from the mildest to the gravest: of several failed shards, the gravest decides.
-_GRAVITY = (Outcome.RIDE_OUT, Outcome.REBUILD, Outcome.RETRY, Outcome.STOPPING, Outcome.FENCED, Outcome.STOP,
-            Outcome.HALT)
+_GRAVITY = (Outcome.RIDE_OUT, Outcome.REBUILD, Outcome.RETRY, Outcome.ASKED_TO_STOP, Outcome.TAKEN_OVER,
+            Outcome.FIX_SETTING, Outcome.CANNOT_CONTINUE)

@@ -36,7 +36,7 @@ class DistributedRecords:
     rows_per_shard: list[int]
     digests: list[int]
     size_bytes: int  # of the records' topics, keys and values
-    references: list[bytes] = field(default_factory=list)
+    read_back_keys: list[bytes] = field(default_factory=list)
 
     def by_shard(self) -> DataFrame:
         """The published records, partition s holding shard s's. One shard: the cached batch read
@@ -57,41 +57,41 @@ class DistributedRecords:
 def distribute(records: DataFrame, shards: int) -> DistributedRecords:
     """Cache `records` (with SHARD and DIGEST: kafka_sink.for_commit) on the executors and compute
     each shard's figures: rows and digest of the records with a topic, and the keys of the
-    references (records without one, few: a batch's dead-letter partitions)."""
+    read_back_keys (records without one, few: a batch's dead-letter partitions)."""
     frame = records.persist(StorageLevel.MEMORY_AND_DISK_DESER)
     try:
-        rows, digests, size, has_references = figures(frame, shards)
-        references = [row[0] for row in frame.where(F.col("topic").isNull()).select("key").collect()] \
-            if has_references else []
+        rows, digests, size, has_read_backs = figures(frame, shards)
+        read_back_keys = [row[0] for row in frame.where(F.col("topic").isNull()).select("key").collect()] \
+            if has_read_backs else []
     except BaseException:
         frame.unpersist(blocking=False)
         raise
-    return DistributedRecords(frame, rows, digests, size, references)
+    return DistributedRecords(frame, rows, digests, size, read_back_keys)
 
 
 def figures(frame: DataFrame, shards: int) -> tuple[list[int], list[int], int, bool]:
     """Per shard, the rows and digest (batch_records.digest: the sum modulo 2**64 of the records'
-    hashes) of the records with a topic, in one Spark job; their bytes; whether there are references.
+    hashes) of the records with a topic, in one Spark job; their bytes; whether any is a read-back request.
     The sum is taken in two 32-bit halves: a sum of 64-bit hashes overflows, which Spark's ANSI
     mode (its default) refuses."""
     digest = F.col(DIGEST)
-    reference = F.col("topic").isNull()
-    totals = frame.groupBy(F.col(SHARD), reference.alias("reference")).agg(
+    read_back = F.col("topic").isNull()
+    totals = frame.groupBy(F.col(SHARD), read_back.alias("read_back")).agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum(digest.bitwiseAND(F.lit(0xFFFFFFFF))).alias("low"),
         F.sum(F.shiftrightunsigned(digest, 32)).alias("high"),
         F.sum(sum((F.coalesce(F.octet_length(c), F.lit(0)) for c in ("topic", "key", "value")), F.lit(0)))
         .alias("bytes"),
     ).collect()
-    rows, digests, size, references = [0] * shards, [0] * shards, 0, False
+    rows, digests, size, read_back_keys = [0] * shards, [0] * shards, 0, False
     for total in totals:
-        if total["reference"]:
-            references = True
+        if total["read_back"]:
+            read_back_keys = True
             continue
         rows[total[SHARD]] = total["rows"]
         size += int(total["bytes"] or 0)
         digests[total[SHARD]] = (int(total["low"]) + (int(total["high"]) << 32)) & UINT64_MASK
-    return rows, digests, size, references
+    return rows, digests, size, read_back_keys
 
 
 _routes: dict[int, list[int]] = {}

@@ -13,20 +13,20 @@ class InvariantBroken(JobFailure, RuntimeError):
     """What the sink relies on does not hold; nothing of the batch was published, and no restart
     can help: the job stops for good, whatever the restart strategy."""
 
-    outcome = Outcome.HALT
+    outcome = Outcome.CANNOT_CONTINUE
 
 
 class CheckpointBehindOutput(InvariantBroken):
     """A shard's marker is past the batch: the checkpoint is older than the sink's output."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
     option = "checkpoint_location"
 
 
 class SourceOffsetsWentBack(InvariantBroken):
     """The batch's source offsets are behind the previous batch's, or a partition disappeared."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
     option = "checkpoint_location"
 
 
@@ -34,7 +34,7 @@ class RerunMismatch(InvariantBroken):
     """A batch re-run computed other records than its first attempt, some of whose shards are
     published: the rest would come from another computation (on_rerun_mismatch = "fail")."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
     option = "on_rerun_mismatch"
 
 

@@ -63,14 +63,14 @@ log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE: Guarantee = "at-least-once"
 
-# Turns a batch's references (records without a topic) into its records: (session, keys, batch id).
+# Turns a batch's read-back requests (records without a topic) into its records: (session, their keys, batch id).
 ReadBack = Callable[[SparkSession, list[bytes], int], DataFrame]
 
 
 class StoppingBeforeBatch(JobFailure):
     """A batch reached the sink after the job began to stop (runner.stop_at_batch_boundary)."""
 
-    outcome = Outcome.STOPPING
+    outcome = Outcome.ASKED_TO_STOP
 
 
 class KafkaSink:
@@ -129,7 +129,7 @@ class KafkaSink:
         started = time.monotonic()
         if self.guarantee == AT_LEAST_ONCE:
             publish_at_least_once(self.settings, output, batch_id,
-                                  lambda references: self._read_back(output.sparkSession, references, batch_id))
+                                  lambda read_back_keys: self._read_back(output.sparkSession, read_back_keys, batch_id))
         else:
             offsets = SourceOffsets.of_batch(self.settings.checkpoint, batch_id)
             if self.placement.previous_offsets is None:  # the first batch of this run: where the one before ended
@@ -155,21 +155,21 @@ class KafkaSink:
 
     def _compute(self, spark: SparkSession, records: DataFrame, batch_id: int, offsets: SourceOffsets
                  ) -> InlineRecords | CombinedRecords | DistributedRecords:
-        """The batch's records, and those its references name: on the driver where Placement says
+        """The batch's records, and those its read-back requests name: on the driver where Placement says
         so and they fit in spark.driver.maxResultSize, else on the executors."""
         if self.placement.on_driver(offsets):
             inline = self._collect(records, batch_id, "output")
-            if inline is not None and not inline.references:
+            if inline is not None and not inline.read_back_keys:
                 return self.placement.observed(offsets, inline)
             if inline is not None:
-                read_back = self._collect(for_commit(self._read_back(spark, inline.references, batch_id),
+                read_back = self._collect(for_commit(self._read_back(spark, inline.read_back_keys, batch_id),
                                                      self.settings.shards), batch_id, "read-back")
                 if read_back is not None:
                     return self.placement.observed(offsets, CombinedRecords([inline, read_back]))
         self.workers.before_phase_1(spark, self.settings.shards)
         distributed = distribute(records, self.settings.shards)
-        if distributed.references:
-            more = for_commit(self._read_back(spark, distributed.references, batch_id), self.settings.shards)
+        if distributed.read_back_keys:
+            more = for_commit(self._read_back(spark, distributed.read_back_keys, batch_id), self.settings.shards)
             first = distributed
             published = first.frame.where(F.col("topic").isNotNull()).select(*more.columns)
             try:  # the first part stays cached until the whole batch is
@@ -196,10 +196,10 @@ class KafkaSink:
         log.warning("batch %d: its %s exceeds spark.driver.maxResultSize; Spark tasks publish it", batch_id, part)
         return None
 
-    def _read_back(self, spark: SparkSession, references: list[bytes], batch_id: int) -> DataFrame:
+    def _read_back(self, spark: SparkSession, read_back_keys: list[bytes], batch_id: int) -> DataFrame:
         if self.read_back is None:
-            raise RuntimeError(f"batch {batch_id}: {len(references)} records without a topic, and no read-back")
-        return self.read_back(spark, references, batch_id)
+            raise RuntimeError(f"batch {batch_id}: {len(read_back_keys)} records without a topic, and no read-back")
+        return self.read_back(spark, read_back_keys, batch_id)
 
 
 def for_commit(records: DataFrame, shards: int) -> DataFrame:

@@ -16,7 +16,7 @@ from ..waiting import poll, retry
 class MarkerTopicUnfit(JobFailure, ValueError):
     """The marker topic exists but cannot keep the markers safely."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
     option = "marker_topic"
 
 

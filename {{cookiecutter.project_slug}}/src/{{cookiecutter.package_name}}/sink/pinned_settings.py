@@ -30,7 +30,7 @@ class PinnedSettings:
 class PinnedSettingChanged(JobFailure, ValueError):
     """A setting pinned by the checkpoint changed while a batch is in doubt (preflight: a ConfigError)."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
 
     def __init__(self, option: str, message: str) -> None:
         super().__init__(message)

@@ -52,7 +52,7 @@ class CommitShard:
 class TransactionalIdRefused(JobFailure, RuntimeError):
     """Kafka refuses the job's principal this sink's transactional ids (an ACL): no restart helps."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
     option = "transactional_id_prefix"
 
     @classmethod

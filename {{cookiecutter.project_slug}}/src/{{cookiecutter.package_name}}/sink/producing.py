@@ -18,7 +18,7 @@ class RecordRejected(JobFailure, RuntimeError):
     """The client refused a record (too large for the producer's limit): a re-run would meet the
     same record, so the job stops, naming the limit to raise."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
     option = "kafka.message.max.bytes"
 
 

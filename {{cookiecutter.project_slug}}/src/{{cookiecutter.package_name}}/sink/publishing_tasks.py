@@ -47,7 +47,7 @@ RESULT_DDL = "shard INT, published STRING, failure BINARY, seconds DOUBLE"
 
 
 @dataclass(frozen=True)
-class PublishOrder:
+class TaskBrief:
     """What the driver tells every task of the publishing job (pickled with the task function)."""
 
     settings: SinkSettings
@@ -79,7 +79,7 @@ class ShardResult:
         return cls(row["shard"], json.loads(row["published"]), failure, row["seconds"])
 
 
-def publish_task(order: PublishOrder) -> TaskFunction:
+def publish_task(brief: TaskBrief) -> TaskFunction:
     """The function mapInArrow runs in each task of the publishing job: one result row per task."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -87,7 +87,7 @@ def publish_task(order: PublishOrder) -> TaskFunction:
 
         context = TaskContext.get()
         assert context is not None, "a publishing task runs in a Spark task"
-        yield publish_part(order, context.partitionId(), batches).as_batch()
+        yield publish_part(brief, context.partitionId(), batches).as_batch()
 
     return run
 
@@ -132,25 +132,25 @@ def _warm_up(spark: SparkSession, tasks: int) -> None:
         log.debug("the publishing workers' warm-up failed: %s", error)
 
 
-def publish_part(order: PublishOrder, shard: int, batches: Iterator[pa.RecordBatch]) -> ShardResult:
+def publish_part(brief: TaskBrief, shard: int, batches: Iterator[pa.RecordBatch]) -> ShardResult:
     """Publish shard `shard`'s part of the batch (`batches`: its records, read once), or say why not."""
     started = time.monotonic()
-    settings, batch_id = order.settings, order.batch_id
-    if shard not in order.pending:  # the driver found it published before the job started
+    settings, batch_id = brief.settings, brief.batch_id
+    if shard not in brief.pending:  # the driver found it published before the job started
         return ShardResult(shard, {})
-    faults.in_task_of(order.faults)
+    faults.in_task_of(brief.faults)
     try:
         producers, states = start_shards(settings, [shard])
         try:
             state = states[shard]
-            match fate(state, batch_id, order.source_offsets):
+            match fate(state, batch_id, brief.source_offsets):
                 case Fate.PUBLISHED_BEFORE:
                     return ShardResult(shard, {}, seconds=time.monotonic() - started)
                 case Fate.AHEAD:
                     raise checkpoint_behind_output(settings, batch_id, state.batch_id, shard,
                                                    f"Shard {shard}'s publishing task published nothing.")
             published = run_shard_transaction(settings, producers[shard], _one_pass(batches, shard), batch_id,
-                                order.source_offsets, expected=order.figures[shard], retries=0)
+                                brief.source_offsets, expected=brief.figures[shard], retries=0)
             return ShardResult(shard, dict(published), seconds=time.monotonic() - started)
         finally:
             producers[shard].producer.flush(0)

@@ -1,9 +1,13 @@
-"""What the sink is told: built from the job's configuration (savepoints.sink_settings), which holds the
-one set of defaults; nothing here has a default of its own."""
+"""What the sink is told: built from the job's configuration (settings_for), which holds the one
+set of defaults; nothing here has a default of its own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import JobConfig
 
 # A record's headers, as confluent-kafka takes them.
 Headers = list[tuple[str, str | bytes | None]]
@@ -42,10 +46,10 @@ class SinkSettings:
     # Where phase 2 runs: "auto" (the driver for a small batch, Spark tasks otherwise), "tasks", "driver".
     publish_from: str = "auto"
     # A re-run whose records differ from a first attempt that published some shards: "fail" stops
-    # the job before the other shards publish, "warn" publishes them (coordinator.report_rerun_mismatch).
+    # the job before the other shards publish, "warn" publishes them (coordinator.check_rerun).
     on_rerun_mismatch: str = "fail"
     # The batch id this checkpoint's batch 0 publishes as: 0, or after a savepoint the one that
-    # continues the numbering of the checkpoint it came from (savepoints.first_batch_id).
+    # continues the numbering of the checkpoint it came from (savepoints/origin.py).
     first_batch_id: int = 0
     # The topics whose values are Avro records (formats/avro_output.py): their batch id is appended
     # as the record's last field, a long; every other value is a JSON object (batch_records.stamped_values).
@@ -62,3 +66,25 @@ class SinkSettings:
     def transactional_id(self, shard: int) -> str:
         """Stable across restarts: the next driver's producer fences this one's."""
         return f"{transactional_ids(self.transactional_id_prefix, self.sink_id)}{shard}"
+
+
+def settings_for(config: JobConfig, first_batch_id: int = 0) -> SinkSettings:
+    """What the sink is told, from the configuration; `first_batch_id`: where the output's batch ids
+    start (savepoints.first_batch_id, for a checkpoint started from a savepoint)."""
+    from ..storage.files import resolve_location  # pyarrow's: not for every reader of the settings
+
+    return SinkSettings(
+        bootstrap_servers=config.bootstrap_servers,
+        checkpoint=resolve_location(config.checkpoint_location),
+        sink_id=config.sink_id,
+        transactional_id_prefix=config.transactional_id_prefix,
+        marker_topic=config.marker_topic,
+        shards=config.commit_shards,
+        commit_timeout_seconds=config.commit_timeout_seconds,
+        publish_from=config.publish_from,
+        on_rerun_mismatch=config.on_rerun_mismatch,
+        client=dict(config.kafka),
+        foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
+        first_batch_id=first_batch_id,
+        avro_topics=frozenset({config.output_topic} if config.output_format == "avro" else ()),
+    )

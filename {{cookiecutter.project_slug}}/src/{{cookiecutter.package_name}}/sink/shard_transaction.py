@@ -46,7 +46,7 @@ ANY_PARTITION, NO_CALLBACK, NOW = -1, None, 0
 class ProducerFenced(JobFailure, RuntimeError):
     """Another driver took over this sink's transactional id: this one must stop."""
 
-    outcome = Outcome.FENCED
+    outcome = Outcome.TAKEN_OVER
 
 
 class CommitFailed(JobFailure, RuntimeError):
@@ -212,7 +212,7 @@ def failed_transaction(settings: SinkSettings, shard: int, batch_id: int, error:
     message names the transactional id. A fence is ProducerFenced wherever it is met."""
     outcome, _ = kafka_outcome(error)
     where = f"transactional id {settings.transactional_id(shard)}: {error.str()} ({error.name()})"
-    if outcome is Outcome.FENCED:
+    if outcome is Outcome.TAKEN_OVER:
         return ProducerFenced(f"{where}. Another job (or a newer instance of this one) uses the same sink id; "
                               "this one stops.")
     if error.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:

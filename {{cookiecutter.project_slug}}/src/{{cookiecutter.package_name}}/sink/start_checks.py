@@ -42,8 +42,6 @@ def check_start(config: JobConfig) -> None:
 def check_marker_topic(config: JobConfig) -> None:
     """Create the marker topic if needed and refuse one that cannot keep the markers, or that the
     job's principal may not read, write or check."""
-    if not config.exactly_once:
-        return
     name = config.marker_topic
     access = permissions.topic_access(config.bootstrap_servers, config.kafka, [name])[name]
     if access.exists and (missing := access.missing(permissions.MARKERS)):
@@ -67,8 +65,6 @@ def check_marker_topic(config: JobConfig) -> None:
 
 def check_pinned_sink_settings(config: JobConfig) -> None:
     """The sink settings that decide an in-doubt batch's fate may change only when none is in doubt."""
-    if not config.exactly_once:
-        return
     current = PinnedSettings(sink_id=config.sink_id, marker_topic=config.marker_topic,
                              transactional_id_prefix=config.transactional_id_prefix,
                              commit_shards=config.commit_shards)
@@ -84,8 +80,6 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
     """A checkpoint older than what the sink published (restored from a copy) would plan new
     ranges for batches the markers say are published: they would be skipped, or published twice.
     The check is the coordinator's (recovery.markers_ahead), asked of the last planned batch."""
-    if not config.exactly_once:
-        return
     location = resolve_location(config.checkpoint_location)
     planned = checkpoint.planned_batches(location)
     if not planned:
@@ -121,8 +115,6 @@ def check_checkpoint_against_markers(config: JobConfig) -> None:
 def check_sink_identity(config: JobConfig) -> None:
     """A fresh checkpoint must not meet a sink id that already published batches: the new
     query's batch ids start at 0 again and would be taken for already-published ones."""
-    if not config.exactly_once:
-        return
     location = resolve_location(config.checkpoint_location)
     if not checkpoint.is_new(location):
         return
@@ -139,8 +131,6 @@ def check_sink_identity(config: JobConfig) -> None:
 def check_transaction_timeout(config: JobConfig, timeout: float = 15.0) -> None:
     """The sink's transaction time-out (from commit_timeout_seconds) must be one the brokers
     accept, or every transaction would be refused at the first batch."""
-    if not config.exactly_once:
-        return
     wanted = transaction_timeout_ms(config.commit_timeout_seconds)
     admin = AdminClient(librdkafka_config(config.bootstrap_servers, config.kafka))
     try:
@@ -162,8 +152,6 @@ def check_transactional_ids(config: JobConfig) -> None:
     """The sink's transactional ids must be the principal's to use (WRITE, an ACL on their prefix):
     a producer starts transactions with `<prefix>-<sink_id>-preflight`, an id of that prefix that no
     commit shard has, so no producer of the sink is fenced."""
-    if not config.exactly_once:
-        return
     ids = transactional_ids(config.transactional_id_prefix, config.sink_id)
     allowed = permissions.may_write_transactional_id(config.bootstrap_servers, config.kafka, f"{ids}preflight")
     if allowed is False:

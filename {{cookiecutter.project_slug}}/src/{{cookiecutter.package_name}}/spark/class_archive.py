@@ -13,6 +13,7 @@ run killed meanwhile leaves a partial file that is never used. Local mode only: 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -29,6 +30,8 @@ QUIET = "-Xlog:cds=off,cds+dynamic=off"
 WRITE_OPTION = re.compile(r"-XX:ArchiveClassesAtExit=(\S+)")
 STALE_SECONDS = 3600  # a partial archive older than this was left by a killed run
 KEPT = 3  # archives kept, the most recently used (another venv or PySpark install has its own)
+# The claims this process holds: an archive's key, its claim file's descriptor (locked).
+_claims: dict[str, int] = {}
 
 
 def archive_dir() -> Path:
@@ -84,6 +87,8 @@ def finish(options: str, gateway: subprocess.Popen | None, timeout: float = 120)
     with contextlib.suppress(OSError):
         partial.unlink(missing_ok=True)
         (partial.parent / f"{key}.claim").unlink(missing_ok=True)
+    if (claim := _claims.pop(key, None)) is not None:
+        os.close(claim)
 
 
 def _prune(directory: Path, keep: int = KEPT) -> None:
@@ -94,29 +99,20 @@ def _prune(directory: Path, keep: int = KEPT) -> None:
 
 
 def _claim(directory: Path, key: str) -> bool:
-    """One run writes the archive at a time: a claim file naming its process, taken over once
-    that process is gone (a run killed before it finished)."""
-    claim = directory / f"{key}.claim"
-    with contextlib.suppress(OSError, ValueError):
+    """One run writes the archive at a time: the one holding the lock on a claim file, which the
+    kernel releases when that run ends, killed or not."""
+    with contextlib.suppress(OSError):
         directory.mkdir(parents=True, exist_ok=True)
         for old in directory.glob("*.partial"):  # written by the JVMs of killed runs
             if time.time() - old.stat().st_mtime > STALE_SECONDS:
                 old.unlink()
-        if claim.exists() and not _alive(int(claim.read_text() or 0)):
-            claim.unlink()
-        with open(claim, "x") as out:
-            out.write(str(os.getpid()))
+        claim = os.open(directory / f"{key}.claim", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another run holds it (or this one, for another session)
+            os.close(claim)
+            return False
+        _claims[key] = claim
         return True
     return False
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
     return True

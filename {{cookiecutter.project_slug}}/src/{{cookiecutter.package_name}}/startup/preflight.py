@@ -10,7 +10,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from ..config import ConfigError, JobConfig
-from ..failures import GaveUp, JobFailure, Outcome, Verdict
+from ..failures import FailureVerdict, JobFailure, Outcome, StoppedForGood
 from ..kafka import permissions
 from ..kafka.client import cluster_topics
 from ..pipeline import query
@@ -40,8 +40,8 @@ def outages_waited_out(config: JobConfig, checks: Callable[[], None]) -> None:
     restarted during a rolling broker restart does not crash-loop; past it, the start fails in one line."""
     servers, seconds = config.bootstrap_servers, config.kafka_outage_tolerance_seconds
 
-    def gave_up(judged: Verdict, waited: float) -> BaseException:
-        return GaveUp(f"Kafka at {servers} in an outage for {waited:.0f}s at start-up, past "
+    def gave_up(judged: FailureVerdict, waited: float) -> BaseException:
+        return StoppedForGood(f"Kafka at {servers} in an outage for {waited:.0f}s at start-up, past "
                       f"kafka_outage_tolerance_seconds ({seconds:.0f}); last: {judged.line}")
 
     # Whether the checkpoint exists is asked only when a wait is said: not at every start.

@@ -15,7 +15,7 @@ from ..storage.files import exists, filesystem, read_bytes, write_atomic
 class UnknownFormat(JobFailure, ValueError):
     """A record the sink persisted in a layout this code does not know: no restart can read it."""
 
-    outcome = Outcome.HALT
+    outcome = Outcome.CANNOT_CONTINUE
 
     def __init__(self, where: str, found: object, known: int, older: tuple[int, ...] = ()) -> None:
         also = f" (and {', '.join(str(version) for version in older)})" if older else ""

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ..config import JobConfig
-from ..failures import KafkaUnreachable, Outcome, Verdict
+from ..failures import FailureVerdict, KafkaUnreachable, Outcome
 from ..kafka.client import librdkafka_config
 from ..observability.logs import event
 from ..waiting import LOG_EVERY_SECONDS, Tolerance
@@ -94,7 +94,7 @@ class OutageTolerance:
                     self.config.bootstrap_servers, waited, self.tolerance,
                     extra=event("kafka_unreachable", seconds=round(waited), tolerance_seconds=self.tolerance))
 
-    def ride_out(self, judged: Verdict) -> bool:
+    def ride_out(self, judged: FailureVerdict) -> bool:
         """True when the failure was a Kafka outage that ended within the tolerance: restart
         without counting it. False: a failure for the restart strategy (or a stop was asked).
         Kafka is asked whether it answers whatever the failure; one that answers is an outage

@@ -18,7 +18,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from .. import failures
 from ..config import JobConfig, RestartStrategyKind
-from ..failures import ConfigError, Fenced, GaveUp, Halted, JobFailure, KafkaUnreachable, Outcome
+from ..failures import CannotContinue, ConfigError, JobFailure, KafkaUnreachable, Outcome, StoppedForGood, TakenOver
 from ..observability import metrics
 from ..observability.logs import event
 from ..savepoints import Origin
@@ -59,22 +59,23 @@ class RestartStrategy:
                    config.restart_max_delay_seconds, config.failure_rate_interval_seconds)
 
     def next_delay(self, now: float) -> float:
-        """Record a failure; return the delay before the restart, or raise GaveUp. For
+        """Record a failure; return the delay before the restart, or raise StoppedForGood. For
         fixed-delay and exponential-backoff, a run healthy for `interval` since the last
         failure starts the count afresh: a job that fails once a week is not given up."""
         if self.kind != "failure-rate" and self.failures and now - self.failures[-1] > self.interval:
             self.failures.clear()
         self.failures.append(now)
         if self.kind == "none":
-            raise GaveUp("restart_strategy is none")
+            raise StoppedForGood("restart_strategy is none")
         if self.kind == "failure-rate":
             while self.failures and self.failures[0] < now - self.interval:
                 self.failures.popleft()
             if len(self.failures) > self.attempts:
-                raise GaveUp(f"{len(self.failures)} failures within {self.interval:.0f}s (at most {self.attempts})")
+                raise StoppedForGood(f"{len(self.failures)} failures within {self.interval:.0f}s "
+                                     f"(at most {self.attempts})")
             return self.delay
         if len(self.failures) > self.attempts:
-            raise GaveUp(f"{len(self.failures)} failures; restart_attempts is {self.attempts}")
+            raise StoppedForGood(f"{len(self.failures)} failures; restart_attempts is {self.attempts}")
         if self.kind == "exponential-backoff":
             return min(self.delay * 2 ** (len(self.failures) - 1), self.max_delay)
         return self.delay
@@ -182,28 +183,28 @@ def run(spark: SparkSession, config: JobConfig, build_query: QueryBuilder, stop:
         raise ending
 
 
-def heartbeat_ending(lost: list[str], taken_over: list[str]) -> GaveUp | None:
+def heartbeat_ending(lost: list[str], taken_over: list[str]) -> StoppedForGood | None:
     """What the job stops with after its heartbeat said so (taken over by a newer driver, or
     not written for too long); None: it was not the heartbeat that stopped it."""
     if taken_over:
-        return Fenced(f"stopping: {taken_over[0]}")
+        return TakenOver(f"stopping: {taken_over[0]}")
     if lost:
-        return Halted(f"stopped: {lost[0]}")
+        return CannotContinue(f"stopped: {lost[0]}")
     return None
 
 
-def query_failure_ending(judged: failures.Verdict,
+def query_failure_ending(judged: failures.FailureVerdict,
                          newer_driver: Callable[[], str | None] = lambda: None) -> JobFailure | None:
     """What the job stops with after its query failed with `judged`; None: the outage tolerance
     and the restart strategy decide (and a stop that was asked ends the run quietly).
     `newer_driver`: asked only for a failure a restart would follow (it reads the checkpoint)."""
-    if judged.outcome is Outcome.FENCED:
-        return Fenced(f"stopping: {judged.line}")
-    if judged.outcome is Outcome.STOP:
+    if judged.outcome is Outcome.TAKEN_OVER:
+        return TakenOver(f"stopping: {judged.line}")
+    if judged.outcome is Outcome.FIX_SETTING:
         return ConfigError(judged.option or "kafka", judged.message)
-    if judged.outcome is Outcome.HALT:
-        return Halted(f"stopping: {judged.line}")
-    if judged.outcome is Outcome.STOPPING:
+    if judged.outcome is Outcome.CANNOT_CONTINUE:
+        return CannotContinue(f"stopping: {judged.line}")
+    if judged.outcome is Outcome.ASKED_TO_STOP:
         return None
     try:
         newer = newer_driver()
@@ -214,7 +215,7 @@ def query_failure_ending(judged: failures.Verdict,
         log.warning("could not read the heartbeat after the failure (%s); the restart strategy decides", error)
         return None
     if newer is not None:  # a zombie: its restart would fence the newer driver
-        return Fenced(f"stopping: {newer}; the batch failed with {judged.line}")
+        return TakenOver(f"stopping: {newer}; the batch failed with {judged.line}")
     return None
 
 
@@ -247,7 +248,7 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: Quer
             # process), else what Spark reports; either judged by its type.
             judged = failures.verdict(sink.take_failure() or error)
             log.debug("the query failed: %s", judged.line, exc_info=error)
-            if judged.outcome is Outcome.STOPPING:
+            if judged.outcome is Outcome.ASKED_TO_STOP:
                 return
             # Nothing of the batch is published: build the query again at once, with what it lacked.
             # The same reason twice in a row means the rebuild did not help: the restart strategy decides.
@@ -264,13 +265,13 @@ def _run_until_stopped(spark: SparkSession, config: JobConfig, build_query: Quer
                 return
 
 
-def _restarts_after_delay(strategy: RestartStrategy, judged: failures.Verdict, stop: StopRequested) -> bool:
+def _restarts_after_delay(strategy: RestartStrategy, judged: failures.FailureVerdict, stop: StopRequested) -> bool:
     """A failure for the restart strategy: wait its delay; False when a stop came meanwhile."""
     log.error("query failed: %s", judged.line, extra=event("failure", error=judged.line))
     try:
         delay = strategy.next_delay(time.monotonic())
-    except GaveUp as gave_up:
-        raise GaveUp(f"giving up: {gave_up}; last failure: {judged.line}") from None
+    except StoppedForGood as gave_up:
+        raise StoppedForGood(f"giving up: {gave_up}; last failure: {judged.line}") from None
     log.warning("restarting the query in %.1fs", delay, extra=event("restart", delay_seconds=delay))
     return not stop.event.wait(delay)
 

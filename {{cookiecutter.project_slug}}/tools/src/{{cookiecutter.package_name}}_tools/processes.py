@@ -204,11 +204,11 @@ def _armed(command: list[str], environment: dict[str, str], cwd: Path) -> list[s
         raise ValueError(f"fault points are armed for `python -m {JOB_PACKAGE}` or deploy/spark-submit.sh, "
                          f"not for {command[:3]}")
     driver_python = cwd / "armed-driver-python"
+    if " " in str(driver_python):
+        raise ValueError(f"{driver_python}: spark-submit.sh splits SPARK_SUBMIT_ARGS on spaces")
     python = environment.get("PYTHON", sys.executable)
     driver_python.write_text(f'#!/bin/sh\nexec {shlex.quote(python)} -m {ARMED_JOB} "$@"\n')
     driver_python.chmod(0o755)
-    if " " in str(driver_python):
-        raise ValueError(f"{driver_python}: spark-submit.sh splits SPARK_SUBMIT_ARGS on spaces")
     environment["SPARK_SUBMIT_ARGS"] = " ".join(
         (environment.get("SPARK_SUBMIT_ARGS", ""), f"--conf spark.pyspark.driver.python={driver_python}")).strip()
     return command

@@ -15,7 +15,7 @@ HOW_TO_PROVIDE_KAFKA = (
 class KafkaUnavailable(JobFailure, RuntimeError):
     """No Kafka broker could be provided (tests, demo, `kafka up`); the message says why and how to fix it."""
 
-    outcome = Outcome.STOP
+    outcome = Outcome.FIX_SETTING
     option = "KAFKA_BOOTSTRAP_SERVERS"
 
     def __init__(self, reason: str) -> None:
