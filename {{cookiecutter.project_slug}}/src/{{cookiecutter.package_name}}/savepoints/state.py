@@ -2,13 +2,17 @@
 keeps and `state` shows."""
 
 from __future__ import annotations
-
+{% if cookiecutter.query == "count-by-key" %}
 import time
-
+{% endif %}
 from ..config import JobConfig
+{%- if cookiecutter.query == "count-by-key" %}
 from ..storage.files import resolve_location
+{%- endif %}
 from .manifest import SavepointError
+{%- if cookiecutter.query == "count-by-key" %}
 from .origin import read_origin
+{%- endif %}
 
 
 {% if cookiecutter.query == "count-by-key" -%}
