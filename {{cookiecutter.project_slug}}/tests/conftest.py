@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from {{ cookiecutter.package_name }}.spark.session import spark_session
 from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES
@@ -21,6 +22,7 @@ from {{ cookiecutter.package_name }}_tools.kafka_local import (
     cluster_launcher,
     provide_kafka,
 )
+from {{ cookiecutter.package_name }}_tools.routing import RouteOf, spark_route
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server, S3Unavailable
 from {{ cookiecutter.package_name }}_tools.sample import Keep, spark_filter
 from {{ cookiecutter.package_name }}_tools.schema_registry import RegistryUnavailable, SchemaRegistry
@@ -131,17 +133,29 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
-def event_filter() -> Iterator[Keep]:
-    """The configured filter (the template's answer), evaluated by a local Spark in batch mode:
-    the expected counts follow the rendered configuration, not a hard-coded key."""
+def batch_spark() -> Iterator[SparkSession]:
+    """A local Spark in batch mode, for what the tests evaluate with Spark SQL apart from the job."""
     spark = spark_session("expected-counts", "local[1]", shuffle_partitions=1)
-    yield spark_filter(spark, CONFIG.filter, CONFIG.schema)
+    yield spark
     spark.stop()
+
+
+@pytest.fixture(scope="session")
+def event_filter(batch_spark: SparkSession) -> Keep:
+    """The configured filter (the template's answer), evaluated by Spark SQL: the expected counts
+    follow the rendered configuration, not a hard-coded key."""
+    return spark_filter(batch_spark, CONFIG.filter, CONFIG.schema)
+
+
+@pytest.fixture(scope="session")
+def answer_routes(batch_spark: SparkSession) -> RouteOf:
+    """A routing job's `route`, evaluated by Spark SQL over the model's answers (routing.py)."""
+    return spark_route(batch_spark)
 
 
 @pytest.fixture
 def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path, event_filter: Keep,
-        format_options: dict[str, str]) -> JobUnderTest:
+        answer_routes: RouteOf, format_options: dict[str, str]) -> JobUnderTest:
     """A job wired to fresh input (4 partitions), output and dead-letter topics, its values in
     job.toml's formats."""
     return JobUnderTest(
@@ -152,4 +166,5 @@ def job(kafka: KafkaHandle, new_topic: Callable[..., str], tmp_path: Path, event
         dead_letter_topic=new_topic("dead", partitions=1),
         keep=event_filter,
         options=format_options,
+        route_of=answer_routes,
     )

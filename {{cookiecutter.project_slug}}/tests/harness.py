@@ -35,6 +35,7 @@ from {{ cookiecutter.package_name }}_tools.readback import (
     read_published,
     read_records,
 )
+from {{ cookiecutter.package_name }}_tools.routing import Model, RouteOf, routed_model
 from {{ cookiecutter.package_name }}_tools.s3_local import S3Server
 from {{ cookiecutter.package_name }}_tools.sample import Event, Keep, SampleInput, configured_sample, produce
 from {{ cookiecutter.package_name }}_tools.value_formats import input_values, output_values
@@ -82,6 +83,10 @@ class JobUnderTest:
     # Configured by a job file written from its settings (`run --config <file>`, no `--set`), as a
     # deployment submits it; None: by `--set` flags.
     job_file: Path | None = None
+    # A routing job's route, evaluated apart from it (routing.spark_route); needed when `route` is set.
+    route_of: RouteOf | None = None
+    # A twin's routed topics: the topic of the job it is the twin of, which qualifies their keys.
+    stands_for: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         suffix = uuid.uuid4().hex[:8]
@@ -167,15 +172,30 @@ class JobUnderTest:
         assert (result.returncode == 0) == report["healthy"], result.stdout + result.stderr
         return report
 
+    def routed_topics(self) -> dict[str, str]:
+        """A routing job's answer topics (its `[routes]`), each with the name that qualifies its keys
+        (readback.read_records); none when it does not route."""
+        config = self.config()
+        return {topic: self.stands_for.get(topic, topic) for topic in config.answer_topics} if config.route else {}
+
     def published(self, settle: float = SETTLE_SECONDS) -> Published:
         return read_published(self.bootstrap_servers, self.output_topic, self.dead_letter_topic, settle,
-                              output_values(self.config()).as_json)
+                              output_values(self.config()).as_json, self.routed_topics())
 
     def batch_header_mismatches(self) -> list[str]:
         """The committed counts and dead letters whose `batch_id` header is not their value's."""
         as_json = output_values(self.config()).as_json
-        return [*batch_header_mismatches(self.bootstrap_servers, self.output_topic, as_json),
+        return [*(mismatch for topic in [*self.routed_topics()] or [self.output_topic]
+                  for mismatch in batch_header_mismatches(self.bootstrap_servers, topic, as_json)),
                 *batch_header_mismatches(self.bootstrap_servers, self.dead_letter_topic)]
+
+    def model(self) -> Model:
+        """The query's model as this job runs it: routed, each key qualified by its topic, where it routes."""
+        config = self.config()
+        if not config.route:
+            return model
+        assert self.route_of is not None, "a routing job needs route_of (the answer_routes fixture)"
+        return routed_model(model, config.route, config.routes, self.route_of)
 
     def twin(self) -> JobUnderTest:
         """The same job on the same input, with a checkpoint, sink id, markers and output topics of
@@ -185,18 +205,24 @@ class JobUnderTest:
         topics = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=30).topics
         suffix = uuid.uuid4().hex[:8]
         output, dead = f"{self.output_topic}-reference-{suffix}", f"{self.dead_letter_topic}-reference-{suffix}"
-        create_topics(self.bootstrap_servers, {output: len(topics[self.output_topic].partitions),
-                                               dead: len(topics[self.dead_letter_topic].partitions)})
+        options = dict(self.options)
+        twins = {output: self.output_topic, dead: self.dead_letter_topic}
+        stands_for = {}
+        for name, topic in self.config().routes.items():  # a routing job's topics: each a twin of its own
+            options[f"routes.{name}"] = f"{topic}-reference-{suffix}"
+            twins[options[f"routes.{name}"]] = stands_for[options[f"routes.{name}"]] = topic
+        create_topics(self.bootstrap_servers, {twin: len(topics[topic].partitions) for twin, topic in twins.items()})
         workdir = self.workdir / f"reference-{suffix}"
         workdir.mkdir()
         return JobUnderTest(bootstrap_servers=self.bootstrap_servers, workdir=workdir, input_topic=self.input_topic,
                             output_topic=output, dead_letter_topic=dead, keep=self.keep, guarantee=self.guarantee,
-                            options=dict(self.options), launcher=self.launcher, launcher_env=dict(self.launcher_env),
-                            job_file=self.job_file and workdir / self.job_file.name)
+                            options=options, launcher=self.launcher, launcher_env=dict(self.launcher_env),
+                            job_file=self.job_file and workdir / self.job_file.name, route_of=self.route_of,
+                            stands_for=stands_for)
 
     def read_run(self) -> list[Record]:
         return read_records(self.bootstrap_servers, self.output_topic, self.dead_letter_topic,
-                            as_json=output_values(self.config()).as_json)
+                            as_json=output_values(self.config()).as_json, routed_topics=self.routed_topics())
 
     def compare_with_reference(self, **options: str) -> differential.Comparison:
         """The differential oracle (tools' differential.py): the twin runs the same input without a
@@ -219,9 +245,10 @@ class JobUnderTest:
         def kept_event(value: bytes | None) -> Event | None:
             return events.event(value) if value is not None and value in self.counted_values else None
 
-        return judge(self.published(), Expected.of(model, kept_events, query.OUTPUT), malformed_values,
+        run_model = self.model()
+        return judge(self.published(), Expected.of(run_model, kept_events, query.OUTPUT), malformed_values,
                      read_positions(self.bootstrap_servers, self.input_topic), kept_event,
-                     checkpoint.batch_ends(self.checkpoint_location, self.input_topic), model)
+                     checkpoint.batch_ends(self.checkpoint_location, self.input_topic), run_model)
 
 
 def announce(request: pytest.FixtureRequest, line: str) -> None:

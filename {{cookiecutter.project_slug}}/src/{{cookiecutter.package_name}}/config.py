@@ -53,7 +53,7 @@ TOPIC_OPTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_top
 S3_SETTINGS = ("endpoint", "region", "access_key_id", "secret_access_key", "path_style_access")
 # The options that are tables of settings: `--set <table>.<name>=...` sets one (a Spark setting by
 # its full name, `--set spark.executor.memory=4g`), an environment variable replaces the table.
-TABLE_OPTIONS = ("kafka", "s3", "spark", "schema_registry")
+TABLE_OPTIONS = ("kafka", "s3", "spark", "schema_registry", "routes")
 
 
 def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
@@ -99,6 +99,13 @@ class JobConfig:
     filter: str = option("{{ cookiecutter.filter_expression | replace('\\', '\\\\') | replace('"', '\\"') }}",
                          "Spark SQL condition; the query takes only the events that match")
     max_record_bytes: int = option(65536, "larger values are dead letters")
+    route: str = option(
+        "", "a Spark SQL expression over an output record's fields (`key` and the answer's columns): the name of its "
+        "route in `[routes]`; a record whose route is not there is a dead letter. Empty: every record to "
+        "`output_topic`")
+    routes: dict[str, str] = option(
+        factory=dict, doc="route name = topic: where `route` sends records, each topic existing (`topics create`); a "
+        "batch's records reach all of them in the batch's transactions")
     input_format: ValueFormat = option(
         "json", "the input's values: `json`, or `avro` in the schema registry's wire format, read with the writer "
         "schema of each record's id (`input_subject`'s versions) into `schema`'s fields")
@@ -209,6 +216,11 @@ class JobConfig:
     @property
     def exactly_once(self) -> bool:
         return self.delivery_guarantee == "exactly-once"
+
+    @property
+    def answer_topics(self) -> list[str]:
+        """The topics the answers go to: the routed ones, or the output topic."""
+        return sorted(set(self.routes.values())) if self.route else [self.output_topic]
 
     @property
     def uses_avro(self) -> bool:
@@ -335,6 +347,24 @@ def _check_names(config: JobConfig) -> None:
     topics = {option: getattr(config, option) for option in TOPIC_OPTIONS}
     for option, problem in topic_collisions(topics).items():  # the first collision
         raise ConfigError(option, f"{topics[option]!r}: {problem}")
+    _check_routing(config)
+
+
+def _check_routing(config: JobConfig) -> None:
+    """`route` and `[routes]` come together; a routed topic is none of the job's other topics (it
+    may be the output topic)."""
+    if bool(config.route.strip()) != bool(config.routes):
+        missing = "routes" if config.route.strip() else "route"
+        raise ConfigError(missing, "`route` and `[routes]` come together: set both, or neither")
+    others = {option: getattr(config, option) for option in TOPIC_OPTIONS if option != "output_topic"}
+    for name, topic in config.routes.items():
+        if (problem := topic_problem(topic)) is not None:
+            raise ConfigError(f"routes.{name}", f"{topic!r}: {problem}")
+        for _option, problem in topic_collisions({**others, "route": topic}).items():
+            raise ConfigError(f"routes.{name}", f"{topic!r}: {problem}")
+    if config.route and config.output_format != "json":
+        raise ConfigError("route", "routes JSON answers only: with output_format avro every topic would need a "
+                                   "subject and schema of its own")
 
 
 CHOICES = (("delivery_guarantee", GUARANTEES), ("log_format", LOG_FORMATS), ("publish_from", PUBLISH_FROM),
@@ -473,6 +503,10 @@ def option_rules() -> dict[str, list[str]]:
                         "no field named like a column the parse adds (" + ", ".join(
                             f"`{column}`" for column in PARSE_COLUMNS) + ")"]
     rules["key_field"].append("a field of `schema`")
+    rules["route"] += ["with `[routes]`", "a Spark SQL expression over the output record's fields",
+                       "with output_format `json`"]
+    rules["routes"] += ["with `route`", "values: Kafka topic names, not input_topic, dead_letter_topic or "
+                                        "marker_topic"]
     for option in POSITIVE_OPTIONS:
         rules[option].append("> 0")
     for option in NON_NEGATIVE_OPTIONS:

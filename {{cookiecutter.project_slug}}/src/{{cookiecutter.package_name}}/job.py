@@ -29,7 +29,7 @@ from .pipeline.avro_parsing import ids_of_the_pending_batch
 from .pipeline.changes import Changes
 from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.decoding import decode
-from .pipeline.output_records import answer_type, encode
+from .pipeline.output_records import answer_type, checked_route, encode
 from .pipeline.parsing import event_schema
 from .savepoints import Origin
 from .sink import AT_LEAST_ONCE, KafkaSink, for_commit, settings_for
@@ -112,7 +112,8 @@ def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
         schemas = schemas or registry(config, stopping)
         assert schemas is not None  # output_format avro: config.uses_avro
         output = avro_output.prepare(config, answer_type(changes.frame), schemas)
-    records = encode(changes.frame, config.output_topic, config.dead_letter_topic, output)
+    route = checked_route(changes.frame, lambda: query.route(config))
+    records = encode(changes.frame, config.output_topic, config.dead_letter_topic, output, route, config.routes)
     if config.delivery_guarantee != AT_LEAST_ONCE:  # each record's hash and commit shard, in the query's own plan
         records = for_commit(records, settings.shards)
     sink = KafkaSink(settings, config.delivery_guarantee, read_back, stopping)

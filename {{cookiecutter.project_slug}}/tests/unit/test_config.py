@@ -131,3 +131,21 @@ def test_a_job_file_written_from_settings_configures_what_the_settings_do(tmp_pa
     from_file = load_config(write_job_file(tmp_path / "job.toml", settings), environ=environ)
     assert from_file == load_config(None, settings, environ=environ)
     assert from_file.s3["secret_access_key"] == "s3cr3t" and from_file.spark == {"spark.executor.memory": "2g"}
+
+
+def test_routing_takes_a_route_and_its_topics_together_and_refuses_what_would_collide(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text('route = "key"\n[routes]\nred = "counts-red"\nblue = "counts-blue"\n')
+    config = load_config(path, environ={})
+    assert config.routes == {"red": "counts-red", "blue": "counts-blue"}
+    assert config.answer_topics == ["counts-blue", "counts-red"]
+    assert load_config(None, {"route": "key", "routes.red": "counts-red"}, environ={}).routes == {"red": "counts-red"}
+    assert load_config(None, {}, environ={}).answer_topics == [load_config(None, {}, environ={}).output_topic]
+    for settings, option in (({"route": "key"}, "routes"), ({"routes.red": "counts-red"}, "route"),
+                             ({"route": "key", "routes.red": "bad topic"}, "routes.red"),
+                             ({"route": "key", "routes.red": "events", "input_topic": "events"}, "routes.red"),
+                             ({"route": "key", "routes.red": "counts-red", "output_format": "avro",
+                               "schema_registry.url": "http://registry:8081"}, "route")):
+        with pytest.raises(ConfigError, match=f"configuration option '{option}'"):
+            load_config(None, settings, environ={})
+

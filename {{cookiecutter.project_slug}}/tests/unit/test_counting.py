@@ -3,6 +3,7 @@ parsed events (no Kafka): what the streaming query computes per micro-batch."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pyarrow as pa
@@ -79,6 +80,27 @@ def test_output_records_are_final_kafka_bytes(spark):
                                           (b"red", {"key": "red", "count": 2, "batch_id": 7})]
     # Partition 0's dead letters, as a read-back request for the sink.
     assert by_topic[None] == [(b"0", None)] and "dead" not in by_topic
+
+
+def test_routed_answers_reach_their_routes_topics_and_an_answer_without_one_is_a_dead_letter(spark):
+    """query.route over an answer's fields names its route, `[routes]` maps the route to a topic:
+    an answer whose route is not there is a dead letter that says so (never a topic made on the
+    fly), its value kept in base64; the read-back request is not routed."""
+    values = [*VALUES, b'{"color": "green"}']
+    route = F.expr("CASE WHEN key = 'red' THEN 'warm' WHEN count > 0 AND key = 'green' THEN 'elsewhere' END")
+    records = published(encode(changes(spark, values=values).frame, "counts", "dead", route=route,
+                               routes={"warm": "counts-warm", "cold": "counts-cold"}), 3)
+    by_topic: dict[str | None, list] = {}
+    for topic, key, value in records:
+        by_topic.setdefault(topic, []).append((key, value))
+    assert by_topic["counts-warm"] == [(b"red", {"key": "red", "count": 2, "batch_id": 3})]
+    assert "counts" not in by_topic and "counts-cold" not in by_topic and by_topic[None] == [(b"0", None)]
+    letters = {key: value for key, value in by_topic["dead"]}
+    assert {key: (value["reason"], value["route"]) for key, value in letters.items()} == {
+        b"blue": ("no route (null) is not in [routes]", None),
+        b"green": ("route 'elsewhere' is not in [routes]", "elsewhere")}
+    assert json.loads(base64.b64decode(letters[b"green"]["value_base64"])) == {"key": "green", "count": 1}
+    assert letters[b"green"]["batch_id"] == 3 and letters[b"green"]["key"] == "green"
 
 
 def test_any_named_aggregates_are_the_answer_the_output_records_carry(spark):

@@ -1,4 +1,5 @@
-"""Create the job's topics: input, output and dead-letter (the sink creates its marker topic)."""
+"""Create the job's topics: input, output (or the routed ones) and dead-letter (the sink creates its
+marker topic)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .client import cluster_topics, librdkafka_config
 def create_topics(config: JobConfig, partitions: int) -> list[str]:
     cluster_topics(config.bootstrap_servers, config.kafka)  # one line naming bootstrap_servers if it does not answer
     admin = AdminClient(librdkafka_config(config.bootstrap_servers, config.kafka))
-    names = [config.input_topic, config.output_topic, config.dead_letter_topic]
+    names = [config.input_topic, *config.answer_topics, config.dead_letter_topic]
     futures = admin.create_topics([NewTopic(name, partitions, -1) for name in names])
     lines = []
     for name, future in futures.items():

@@ -2,21 +2,23 @@
 events (parsing.py, fields as `[schema]` in job.toml declares them) to what the sink publishes.
 {%- if cookiecutter.query == "windowed-count" %}
 Filter, then a count per key and event-time window (windowed_counting.py: tumbling windows of
-`window_seconds` on `event_time_field`, late events to the dead-letter topic). Five things here
+`window_seconds` on `event_time_field`, late events to the dead-letter topic). Six things here
 describe it, and change together:
 - `keep`: which events the job keeps (the `filter` option);
 {%- elif cookiecutter.query == "stateless" %}
-Filter, then one output record per kept event. Six things here describe it, and change together:
+Filter, then one output record per kept event. Seven things here describe it, and change together:
 - `keep`: which events the job keeps (the `filter` option);
 - `project`: an output record's fields, as Spark columns over a kept event (the default: every
   field of `[schema]`); the sink, the runner and the tests do not change with it;
 {%- else %}
-Filter, then an answer per key. Six things here describe it, and change together:
+Filter, then an answer per key. Seven things here describe it, and change together:
 - `keep`: which events the job keeps (the `filter` option);
 - `answer`: what the job publishes for a key, as aggregates over its kept events (the default:
   how many there were); the sink, the runner, savepoints, the state TTL and the tests do not
   change with it;
 {%- endif %}
+- `route`: the route each output record takes, a name of `[routes]`, which maps it to a topic
+  (the `route` option; by default none: every record to `output_topic`);
 - `OUTPUT`: what its published records mean, as the tests' differential oracle compares them
   (tools' differential.py): "upsert", one record per key and batch, a key's latest record its
   answer; or "append", every record an answer of its own;
@@ -95,6 +97,15 @@ def answer(config: JobConfig) -> list[agg.Aggregate]:
     output record's value is `{"key": <key>, <name>: <value>, ...}`."""
     return [agg.Count("count")]
 {%- endif %}
+
+
+def route(config: JobConfig) -> Column | None:
+    """The route an output record takes: a Spark column over its fields (`key` and the answer's
+    names) giving a name of `[routes]`, the table that maps each route to its topic (so that the
+    query names destinations and each deployment its topics); a record whose route is not there is
+    a dead letter (output_records.py). None: every record to `output_topic`. The `route` option, a
+    Spark SQL expression, which the tests evaluate apart from the job, as they do the filter."""
+    return F.expr(config.route) if config.route else None
 
 
 Event = Mapping[str, Any]  # a parsed event: its fields as JSON gives them, of `[schema]`'s types

@@ -65,11 +65,13 @@ def _check_kafka(config: JobConfig, timeout: float) -> None:
         if not _has_checkpoint(config):
             raise
         raise KafkaNotAnswering(f"Kafka unreachable at {config.bootstrap_servers}") from None
-    needs = {"input_topic": permissions.SOURCE, "output_topic": permissions.OUTPUT,
-             "dead_letter_topic": permissions.OUTPUT}
-    access = permissions.topic_access(config.bootstrap_servers, config.kafka, (getattr(config, o) for o in needs))
-    for option, needed in needs.items():
-        name = getattr(config, option)
+    answers = [(f"routes.{route}", topic) for route, topic in config.routes.items()] if config.route else \
+        [("output_topic", config.output_topic)]
+    needs = [("input_topic", config.input_topic, permissions.SOURCE),
+             *((option, name, permissions.OUTPUT) for option, name in answers),
+             ("dead_letter_topic", config.dead_letter_topic, permissions.OUTPUT)]
+    access = permissions.topic_access(config.bootstrap_servers, config.kafka, (name for _, name, _ in needs))
+    for option, name, needed in needs:
         found = access[name]
         if found.described and not found.exists:
             raise ConfigError(

@@ -125,7 +125,7 @@ def batch_event(progress: dict, lag: dict[tuple[str, str], int] | None, config: 
         "lag_per_partition": None if lag is None else {f"{t}/{p}": n for (t, p), n in sorted(lag.items())},
     }
     if published is not None:
-        fields.update(output_records=published.records_per_topic.get(config.output_topic, 0),
+        fields.update(output_records=sum(published.records_per_topic.get(topic, 0) for topic in config.answer_topics),
                       dead_letters=published.records_per_topic.get(config.dead_letter_topic, 0),
                       phase1_ms=round(published.phase1_seconds * 1000, 1),
                       phase2_ms=round(published.seconds * 1000, 1), published_from=published.published_from)

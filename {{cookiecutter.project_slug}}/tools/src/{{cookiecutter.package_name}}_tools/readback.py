@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from .routing import NO_TOPIC, qualified
 from .value_formats import JSON
 
 # A producer's commit returns once its coordinator has logged the decision; the markers that
@@ -151,28 +153,49 @@ def _read(bootstrap_servers: str, topic: str, isolation: str, timeout: float, se
 
 
 def read_records(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
-                 settle: float = SETTLE_SECONDS, as_json: AsJson = JSON.as_json) -> list[Record]:
-    """Every record a read_committed consumer sees on the job's two topics, in each partition's
+                 settle: float = SETTLE_SECONDS, as_json: AsJson = JSON.as_json,
+                 routed_topics: Mapping[str, str] | None = None) -> list[Record]:
+    """Every record a read_committed consumer sees on the job's topics, in each partition's
     order, each value in JSON (`as_json`: the output's, from its format; dead letters are JSON);
-    `settle=0` reads at once, where a transaction is known to be left open."""
+    `settle=0` reads at once, where a transaction is known to be left open. `routed_topics`: a
+    routing job's answer topics (its `[routes]`), read in place of `output_topic`, each mapped to
+    the name its records' keys are qualified with (routing.qualified: the topic itself, or the
+    topic a twin's stands for); a dead letter of an answer whose route has no topic is read as that
+    answer, qualified by routing.NO_TOPIC."""
     records = []
-    for role, topic in ((OUTPUT, output_topic), (DEAD_LETTER, dead_letter_topic)):
+    answers = [(OUTPUT, topic) for topic in routed_topics or {}] or [(OUTPUT, output_topic)]
+    for role, topic in (*answers, (DEAD_LETTER, dead_letter_topic)):
         for message in _read(bootstrap_servers, topic, "read_committed", 60.0, settle):
             headers = cast(list[tuple[str, bytes | None]], message.headers() or [])  # a list, as the client gives it
             if not headers or headers[-1][0] != "batch_id":
                 raise AssertionError(f"{topic}/{message.partition()}@{message.offset()} does not end its headers "
                                      f"with a batch_id header: {headers}")
-            value = message.value() or b""
-            records.append(Record(int(headers[-1][1] or b""), role, message.key() or b"",
+            value, key, kind = message.value() or b"", message.key() or b"", role
+            if routed_topics and role == OUTPUT:
+                key = qualified(routed_topics[topic], key.decode()).encode()
+            elif routed_topics and (misrouted := _misrouted_answer(value)) is not None:
+                kind, key, value = OUTPUT, *misrouted  # an answer of its own qualifier: judged as answers are
+            records.append(Record(int(headers[-1][1] or b""), kind, key,
                                   as_json(value) if role == OUTPUT and value else value, tuple(headers[:-1])))
     return records
 
 
+def _misrouted_answer(dead_letter: bytes) -> tuple[bytes, bytes] | None:
+    """A dead letter of an answer whose route has no topic, as (qualified key, the answer's
+    value); None for any other dead letter."""
+    value = json.loads(dead_letter or b"null")
+    if not isinstance(value, dict) or "route" not in value:
+        return None
+    return qualified(NO_TOPIC, value["key"]).encode(), base64.b64decode(value["value_base64"])
+
+
 def read_published(bootstrap_servers: str, output_topic: str, dead_letter_topic: str,
-                   settle: float = SETTLE_SECONDS, as_json: AsJson = JSON.as_json) -> Published:
-    """What a read_committed consumer sees, as answers per key and dead letters."""
+                   settle: float = SETTLE_SECONDS, as_json: AsJson = JSON.as_json,
+                   routed_topics: Mapping[str, str] | None = None) -> Published:
+    """What a read_committed consumer sees, as answers per key and dead letters (a routing job's,
+    `routed_topics`: as read_records qualifies them)."""
     published = Published()
-    for record in read_records(bootstrap_servers, output_topic, dead_letter_topic, settle, as_json):
+    for record in read_records(bootstrap_servers, output_topic, dead_letter_topic, settle, as_json, routed_topics):
         value = json.loads(record.value or b"null")
         if record.role == OUTPUT:
             value.pop("batch_id", None)
