@@ -61,8 +61,11 @@ RENDERINGS = {
 # The default rendering's tests of Avro and of the registry run in the Avro rendering alone (the
 # same tests: they set the formats they prove), not in `make test` as well.
 AVRO_TESTS = ("tests/integration/test_avro.py", "tests/integration/test_schema_registry.py")
+# Routing (route, [routes]) is proved on the stateless rendering, whose records route one by one:
+# the default rendering's `make test` leaves it out, a fork's runs it on its own shape.
+ROUTING_TESTS = ("tests/integration/test_routing.py",)
 RENDERING_TESTS = {
-    "stateless": CRASH_TESTS,
+    "stateless": (*CRASH_TESTS, *ROUTING_TESTS),
     "windowed-count": (*CRASH_TESTS, "tests/integration/test_late_events.py"),
     "avro": (*CRASH_TESTS, *AVRO_TESTS),
 }
@@ -182,7 +185,7 @@ def start_lanes(venv: Path, workdir: Path) -> Lanes:
                     f"echo {heading('avro')}; ({avro_run}); avro=$?; "
                     f"echo {heading('windowed-count')}; ({windowed_run}); windowed=$?; "
                     "exit $((cluster || moved || avro || windowed))")
-    suite_lane = (f"{deselecting(*MOVED, *AVRO_TESTS, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}; suite=$?; "
+    suite_lane = (f"{deselecting(*MOVED, *AVRO_TESTS, *ROUTING_TESTS, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}; suite=$?; "
                   f"echo {heading('stateless')}; ({stateless_run}); stateless=$?; "
                   "exit $((suite || stateless))")
 
