@@ -38,7 +38,7 @@ DEPENDENCIES = ("pyspark", "py4j", "confluent_kafka", "pyarrow", "pandas", "nump
                 "pytest", "testcontainers")
 TOPIC_QUESTIONS = ("input_topic", "output_topic", "dead_letter_topic", "marker_topic")
 CHOICES = {
-    "value_format": ("json", "avro"),
+    "value_format": ("json", "avro", "protobuf"),
     "query": ("count-by-key", "windowed-count", "stateless"),
     "delivery_guarantee": ("exactly-once", "at-least-once"),
     "license": ("Apache-2.0", "MIT", "Proprietary"),

@@ -57,10 +57,14 @@ RENDERINGS = {
     "stateless": {"query": "stateless"},
     "windowed-count": {"query": "windowed-count"},
     "avro": {"value_format": "avro"},
+    "protobuf": {"value_format": "protobuf"},
 }
 # The default rendering's tests of Avro and of the registry run in the Avro rendering alone (the
 # same tests: they set the formats they prove), not in `make test` as well.
 AVRO_TESTS = ("tests/integration/test_avro.py", "tests/integration/test_schema_registry.py")
+# Protobuf's own tests (malformed kinds, schema evolution, the output schema checked) in the Protobuf
+# rendering alone; the registry's faults are the Avro rendering's to prove, the same code whatever the format.
+PROTOBUF_TESTS = ("tests/integration/test_protobuf.py",)
 # Routing (route, [routes]) is proved on the stateless rendering, whose records route one by one:
 # the default rendering's `make test` leaves it out, a fork's runs it on its own shape.
 ROUTING_TESTS = ("tests/integration/test_routing.py",)
@@ -68,6 +72,7 @@ RENDERING_TESTS = {
     "stateless": (*CRASH_TESTS, *ROUTING_TESTS),
     "windowed-count": (*CRASH_TESTS, "tests/integration/test_late_events.py"),
     "avro": (*CRASH_TESTS, *AVRO_TESTS),
+    "protobuf": (*CRASH_TESTS, *PROTOBUF_TESTS),
 }
 # The batch computed again from the checkpoint with nothing published (the query's state as Spark
 # left it), the re-run after the Kafka commit (its records computed again and compared by digest),
@@ -79,7 +84,7 @@ SHAPE_CRASH_POINTS = ("batch_computed", "after_kafka_commit", "writing_spark_com
 # again after the Kafka commit, compared with the first attempt's by digest (on the driver and in
 # the tasks). The torn commit is the query's state, the same bytes whatever the format.
 CRASH_POINTS = {"stateless": SHAPE_CRASH_POINTS, "windowed-count": SHAPE_CRASH_POINTS,
-                "avro": ("batch_computed", "after_kafka_commit")}
+                "avro": ("batch_computed", "after_kafka_commit"), "protobuf": ("batch_computed", "after_kafka_commit")}
 
 
 def deselections(*tests: str) -> str:
@@ -176,16 +181,17 @@ def start_lanes(venv: Path, workdir: Path) -> Lanes:
     if made.returncode != 0:
         raise RuntimeError(f"`make venv` for the rendered suites failed ({made.returncode}):\n"
                            f"{suite_log.read_text(errors='replace')[-3000:]}")
-    stateless_run, windowed_run, avro_run = (rendering_run(name, workdir, venv)
-                                             for name in ("stateless", "windowed-count", "avro"))
+    stateless_run, windowed_run, avro_run, protobuf_run = (
+        rendering_run(name, workdir, venv) for name in ("stateless", "windowed-count", "avro", "protobuf"))
     pytest_bin = shlex.quote(str(venv / "bin" / "pytest"))
     moved = " ".join(MOVED)
     cluster_lane = (f"{deselecting(*LEFT_OUT['test-cluster'])} {shlex.join([*make, 'test-cluster'])}; cluster=$?; "
                     f"CI_CPU_LANE=\"$CI_CPU_LANE, moved\" {pytest_bin} {moved}; moved=$?; "
                     f"echo {heading('avro')}; ({avro_run}); avro=$?; "
                     f"echo {heading('windowed-count')}; ({windowed_run}); windowed=$?; "
-                    "exit $((cluster || moved || avro || windowed))")
-    suite_lane = (f"{deselecting(*MOVED, *AVRO_TESTS, *ROUTING_TESTS, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}; suite=$?; "
+                    f"echo {heading('protobuf')}; ({protobuf_run}); protobuf=$?; "
+                    "exit $((cluster || moved || avro || windowed || protobuf))")
+    suite_lane = (f"{deselecting(*MOVED, *AVRO_TESTS, *PROTOBUF_TESTS, *ROUTING_TESTS, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}; suite=$?; "
                   f"echo {heading('stateless')}; ({stateless_run}); stateless=$?; "
                   "exit $((suite || stateless))")
 

@@ -56,6 +56,11 @@ def avro(rendered_with: Callable[..., Path]) -> Path:
 
 
 @pytest.fixture(scope="module")
+def protobuf(rendered_with: Callable[..., Path]) -> Path:
+    return rendered_with(value_format="protobuf")
+
+
+@pytest.fixture(scope="module")
 def undeployed(rendered_with: Callable[..., Path]) -> Path:
     return rendered_with(include_deployment="no")
 
@@ -110,10 +115,11 @@ def test_a_stateless_rendering_speaks_of_its_own_query(stateless: Path, words: s
     assert not found, "a stateless rendering speaks of what it does not do:\n" + "\n".join(found)
 
 
+@pytest.mark.parametrize("fixture", ["avro", "protobuf"])
 @pytest.mark.parametrize("words", [r"\bnot JSON\b", r"the JSON events", r"m\.value\(\)\.decode\(\)"])
-def test_an_avro_rendering_speaks_of_its_own_values(avro: Path, words: str) -> None:
-    found = occurrences(documents(avro), words)
-    assert not found, "an Avro rendering speaks of JSON values:\n" + "\n".join(found)
+def test_a_registry_rendering_speaks_of_its_own_values(fixture: str, words: str, request: pytest.FixtureRequest) -> None:
+    found = occurrences(documents(request.getfixturevalue(fixture)), words)
+    assert not found, f"a {fixture} rendering speaks of JSON values:\n" + "\n".join(found)
 
 
 def test_a_rendering_without_deployment_names_none_of_it(undeployed: Path) -> None:

@@ -61,11 +61,12 @@ CUSTOM = {
 # The key field is another one again, and the filter the template's default: built from the key field.
 SMOKE = {**{k: v for k, v in CUSTOM.items() if k != "filter_expression"}, "key_field": "user_id",
          "checkpoint_location": "checkpoints"}
-# The other query shapes, and Avro values: what they render differently (pipeline/, job.toml,
+# The other query shapes, and Avro and Protobuf values: what they render differently (pipeline/, job.toml,
 # config.py, the README's description, "Change the job" and quick start) must pass their unit
 # tests as the count's does.
 UNIT_TEST_CELLS = {"custom-names": CUSTOM, "stateless": {"query": "stateless"},
-                   "windowed-count": {"query": "windowed-count"}, "avro": {"value_format": "avro"}}
+                   "windowed-count": {"query": "windowed-count"}, "avro": {"value_format": "avro"},
+                   "protobuf": {"value_format": "protobuf"}}
 # A checkpoint on neither a local path nor S3: its files checked (no S3 connector in the manifest).
 EXTRA_CELLS = {**UNIT_TEST_CELLS, "hdfs-checkpoint": {"checkpoint_location": "hdfs://namenode:8020/x/checkpoints"}}
 # Unit tests that no answer but the names changes, each a JVM or a process of its own (Spark's jar

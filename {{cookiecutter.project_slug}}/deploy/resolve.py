@@ -1,7 +1,8 @@
 """spark-submit.sh asks the job where it runs: the master and the checkpoint that the job file,
-the environment and the arguments resolve to (the first line and the second), and whether its
-values are Avro (the third: `avro` or `json`, for spark-avro's package), so that the script
-outranks none of them. A bad option ends here, in the job's one line (exit status 2)."""
+the environment and the arguments resolve to (the first line and the second), the formats under
+a registry its values take (the third: `avro`, `protobuf`, both or `json`, for spark-avro's package
+and protobuf-java's), and for Protobuf the job's codec (the fourth: its jar, built if it is not),
+so that the script outranks none of them. A bad option ends here, in the job's one line (exit status 2)."""
 
 import sys
 
@@ -16,4 +17,13 @@ except ConfigError as error:
     sys.exit(2)
 print(config.spark_master)
 print(config.checkpoint_location)
-print("avro" if config.uses_avro else "json")
+print(" ".join(name for name, used in (("avro", config.uses_avro), ("protobuf", config.uses_protobuf)) if used)
+      or "json")
+if config.uses_protobuf:
+    from {{ cookiecutter.package_name }}.formats.protobuf_jar import codec_jar
+
+    try:
+        print(codec_jar())
+    except ConfigError as error:
+        report_exit(str(error))
+        sys.exit(2)

@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 SPARK_HOME=${SPARK_HOME:-$("$PYTHON" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}
 CONF_DIR=src/{{ cookiecutter.package_name }}/conf
-read -r PACKAGES AVRO_PACKAGE < <(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR, AVRO_PACKAGE; print(KAFKA_CONNECTOR, AVRO_PACKAGE)')
+read -r PACKAGES AVRO_PACKAGE PROTOBUF_JAVA < <(PYTHONPATH=src "$PYTHON" -c 'from {{ cookiecutter.package_name }}.spark.session import KAFKA_CONNECTOR, AVRO_PACKAGE; from {{ cookiecutter.package_name }}.formats.protobuf_jar import PROTOBUF_JAVA; print(KAFKA_CONNECTOR, AVRO_PACKAGE, PROTOBUF_JAVA)')
 
 ARGS=("${@:-run}")
 # What the operator set for this submission reaches the job as its own options (they outrank the
@@ -42,8 +42,14 @@ SPARK_MASTER=$(sed -n 1p <<< "$RESOLVED")
 # abfss://). A local path is only right for a single-machine run.
 CHECKPOINT_LOCATION=$(sed -n 2p <<< "$RESOLVED")
 # Avro values (input_format or output_format avro): spark-avro, of the same Spark version.
-if [[ "$(sed -n 3p <<< "$RESOLVED")" == avro ]]; then PACKAGES+=",$AVRO_PACKAGE"; fi
+# Protobuf values: protobuf-java, and the job's codec (formats/protobuf_codec/), shipped with --jars.
+FORMATS=$(sed -n 3p <<< "$RESOLVED")
+if [[ " $FORMATS " == *" avro "* ]]; then PACKAGES+=",$AVRO_PACKAGE"; fi
 EXTRA_CONF=()
+if [[ " $FORMATS " == *" protobuf "* ]]; then
+  PACKAGES+=",$PROTOBUF_JAVA"
+  EXTRA_CONF+=(--jars "$(sed -n 4p <<< "$RESOLVED")")
+fi
 case "$CHECKPOINT_LOCATION" in
   s3:*|s3a:*)
     # S3 through Hadoop's S3A connector, of the same Hadoop version as Spark's own jars; the job

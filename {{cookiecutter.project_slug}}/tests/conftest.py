@@ -33,7 +33,7 @@ from harness import (
     TEST_JVM_OPTIONS,
     JobUnderTest,
     announce,
-    avro_options,
+    registry_options,
     serving,
     started_twice,
 )
@@ -105,11 +105,11 @@ def schema_registry(request: pytest.FixtureRequest,
 
 @pytest.fixture
 def format_options(request: pytest.FixtureRequest) -> dict[str, str]:
-    """The job's options that its values' formats need here: none for JSON; for Avro (job.toml's
-    formats), the session's schema registry and the project's output schema (avro_options)."""
-    if not CONFIG.uses_avro:
+    """The job's options that its values' formats need here: none for JSON; for Avro or Protobuf
+    (job.toml's formats), the session's schema registry and the project's output schema (registry_options)."""
+    if not CONFIG.uses_registry:
         return {}
-    return avro_options(request.getfixturevalue("schema_registry").url)
+    return registry_options(request.getfixturevalue("schema_registry").url, CONFIG.output_format)
 
 
 @pytest.fixture

@@ -55,10 +55,11 @@ CONFIG = query_config(PROJECT / "job.toml")
 EXACTLY_ONCE = "exactly-once"  # for the tests that prove that guarantee whatever the default
 
 
-def avro_options(registry_url: str) -> dict[str, str]:
-    """A job's options for Avro values against the registry at `registry_url`: the project's output
-    schema by its full path (a job runs in a working directory of its own)."""
-    return {"schema_registry.url": registry_url, "output_schema": str(PROJECT / "schemas" / "output.avsc")}
+def registry_options(registry_url: str, output_format: str = "avro") -> dict[str, str]:
+    """A job's options for values under the registry at `registry_url`: the project's output schema
+    for `output_format` (`avro` or `protobuf`) by its full path (a job runs in a working directory of its own)."""
+    schema = "output.proto" if output_format == "protobuf" else "output.avsc"
+    return {"schema_registry.url": registry_url, "output_schema": str(PROJECT / "schemas" / schema)}
 
 
 def model(events: Iterable[Event]) -> Iterator[tuple[str, dict[str, object]]]:

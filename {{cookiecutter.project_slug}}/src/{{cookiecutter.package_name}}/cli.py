@@ -169,6 +169,21 @@ def _avro_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _protobuf_schema(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .job import answer_protobuf_schema, spark_session
+    from .spark.session import stop as stop_session
+
+    config = configuration(args)
+    spark = spark_session(dataclasses.replace(config, ui_port=0), app_name="{{ cookiecutter.project_slug }}-protobuf-schema")
+    try:
+        print(answer_protobuf_schema(spark, config), end="")
+    finally:
+        stop_session(spark)
+    return 0
+
+
 def _show_config(args: argparse.Namespace) -> int:
     print(json.dumps(masked(configuration(args)), indent=1))
     return 0
@@ -216,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_argument("--partitions", type=int, default=4, help="partitions of each topic created")
     command("avro-schema", _avro_schema, "print the Avro schema the query's answers are published with "
                                          "(output_format avro: output_schema must be it)")
+    command("protobuf-schema", _protobuf_schema, "print the .proto file the query's answers are published with "
+                                                 "(output_format protobuf: output_schema must fit it)")
     command("config", _show_config, "print the effective configuration")
     return parser
 

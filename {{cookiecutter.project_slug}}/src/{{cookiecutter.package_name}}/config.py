@@ -36,9 +36,9 @@ PublishFrom = Literal["auto", "tasks", "driver"]
 # A batch re-run after a crash that computed other records than its first attempt, some of whose
 # shards are published already (sink/coordinator.py): stop before publishing the rest, or go on.
 OnRerunMismatch = Literal["fail", "warn"]
-# A Kafka value's format (formats/): JSON, or Avro in a schema registry's wire format.
-ValueFormat = Literal["json", "avro"]
-# Where the answers' Avro schema comes from: registered by the job at start, or registered already.
+# A Kafka value's format (formats/): JSON, or Avro or Protobuf in a schema registry's wire format.
+ValueFormat = Literal["json", "avro", "protobuf"]
+# Where the answers' schema comes from: registered by the job at start, or registered already.
 SchemaRegistration = Literal["register", "existing"]
 GUARANTEES: tuple[str, ...] = get_args(Guarantee)
 RESTART_STRATEGIES: tuple[str, ...] = get_args(RestartStrategyKind)
@@ -107,21 +107,26 @@ class JobConfig:
         factory=dict, doc="route name = topic: where `route` sends records, each topic existing (`topics create`); a "
         "batch's records reach all of them in the batch's transactions")
     input_format: ValueFormat = option(
-        "json", "the input's values: `json`, or `avro` in the schema registry's wire format, read with the writer "
-        "schema of each record's id (`input_subject`'s versions) into `schema`'s fields")
+        "json", "the input's values: `json`, or `avro` or `protobuf` in the schema registry's wire format, read "
+        "with the writer schema of each record's id (`input_subject`'s versions) into `schema`'s fields")
+    input_message: str = option(
+        "", "for `protobuf` input: the message the input's records hold, by full name (`package.Message`); empty: "
+        "the first message of the subject's latest version")
     output_format: ValueFormat = option(
-        "json", "the answers' values: `json`, or `avro` in the registry's wire format (`output_schema` under "
-        "`output_subject`); dead letters stay JSON")
+        "json", "the answers' values: `json`, or `avro` or `protobuf` in the registry's wire format "
+        "(`output_schema` under `output_subject`); dead letters stay JSON")
     schema_registry: dict[str, str] = option(
-        factory=dict, doc="for `avro`: the schema registry client's settings in confluent-kafka's names: `url` "
-        "(Confluent's REST API, e.g. Apicurio Registry's `.../apis/ccompat/v7`), `basic.auth.user.info` "
+        factory=dict, doc="for `avro` and `protobuf`: the schema registry client's settings in confluent-kafka's "
+        "names: `url` (Confluent's REST API, e.g. Apicurio Registry's `.../apis/ccompat/v7`), `basic.auth.user.info` "
         "(`user:password`), `ssl.ca.location`; `${VAR}` takes a value from the environment")
     input_subject: str = option("", "the input's subject in the registry; empty: `<input_topic>-value` (the topic "
                                     "name strategy)")
     output_subject: str = option("", "the answers' subject; empty: `<output_topic>-value`")
     output_schema: str = option(
-        "schemas/output.avsc", "the answers' Avro schema, a file: a record of the answer's fields, then `batch_id` "
-        "(long); `{{ cookiecutter.package_name }} avro-schema` prints the one the query's answer needs")
+        "schemas/output.{{ 'proto' if cookiecutter.value_format == 'protobuf' else 'avsc' }}",
+        "the answers' schema, a file: for `avro` a record of the answer's fields, then `batch_id` (long); for "
+        "`protobuf` a `.proto` file whose first message has them, then `batch_id` (int64, numbered last); "
+        "`{{ cookiecutter.package_name }} avro-schema` or `protobuf-schema` prints the one the query's answer needs")
     output_schema_registration: SchemaRegistration = option(
         "register", "`register`: the job registers `output_schema` under `output_subject` at start (a schema the "
         "registry calls incompatible fails the start); `existing`: it must be registered already")
@@ -226,6 +231,15 @@ class JobConfig:
     def uses_avro(self) -> bool:
         """Whether any of the job's values are Avro: it then needs spark-avro and the schema registry."""
         return "avro" in (self.input_format, self.output_format)
+
+    @property
+    def uses_protobuf(self) -> bool:
+        """Whether any of the job's values are Protobuf: it then needs the job's codec and protobuf-java."""
+        return "protobuf" in (self.input_format, self.output_format)
+
+    @property
+    def uses_registry(self) -> bool:
+        return self.uses_avro or self.uses_protobuf
 
     def with_overrides(self, **values: Any) -> JobConfig:
         return validated(dataclasses.replace(self, **values))
@@ -363,7 +377,8 @@ def _check_routing(config: JobConfig) -> None:
         for _option, problem in topic_collisions({**others, "route": topic}).items():
             raise ConfigError(f"routes.{name}", f"{topic!r}: {problem}")
     if config.route and config.output_format != "json":
-        raise ConfigError("route", "routes JSON answers only: with output_format avro every topic would need a "
+        raise ConfigError("route", "routes JSON answers only: with output_format avro or protobuf every topic would "
+                                   "need a "
                                    "subject and schema of its own")
 
 
@@ -453,8 +468,9 @@ def _check_client_settings(config: JobConfig) -> None:
     for name in config.s3:
         if name not in S3_SETTINGS:
             raise ConfigError(f"s3.{name}", f"unknown S3 setting; known: {', '.join(S3_SETTINGS)}")
-    if config.uses_avro and not config.schema_registry.get("url", "").strip():
-        raise ConfigError("schema_registry.url", "required with input_format or output_format avro: the schema "
+    if config.uses_registry and not config.schema_registry.get("url", "").strip():
+        raise ConfigError("schema_registry.url", "required with input_format or output_format avro or protobuf: the "
+                                                 "schema "
                                                  "registry's address, e.g. http://registry:8081")
     for name in config.spark:
         if not name.startswith("spark."):
@@ -521,7 +537,7 @@ def option_rules() -> dict[str, list[str]]:
     rules["starting_offsets"].append("offsets ≥ -2, of the input topic only")
     rules["kafka"].append("not " + ", ".join(f"`{name}`" for name in JOB_OWNED_CLIENT_SETTINGS) + " (the job's own)")
     rules["s3"].append("only " + ", ".join(f"`{name}`" for name in S3_SETTINGS))
-    rules["schema_registry"].append("`url` required with a format `avro`")
+    rules["schema_registry"].append("`url` required with a format `avro` or `protobuf`")
     rules["spark"] += ["names start with `spark.`",
                        "not " + ", ".join(f"`{name}`" for name in JOB_OWNED_SPARK_SETTINGS) + " (the job's own)"]
     return rules

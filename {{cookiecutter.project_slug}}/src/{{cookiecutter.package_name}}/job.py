@@ -21,16 +21,16 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from . import savepoints
 from .config import JobConfig
-from .formats import avro_input, avro_output
+from .formats import avro_input, avro_output, protobuf_input, protobuf_output
 from .formats.registry import Registry
 from .kafka.client import spark_source_options
 from .pipeline import query, steps
-from .pipeline.avro_parsing import ids_of_the_pending_batch
 from .pipeline.changes import Changes
 from .pipeline.dead_letter_readback import dead_letter_reader
 from .pipeline.decoding import decode
 from .pipeline.output_records import answer_type, checked_route, encode
 from .pipeline.parsing import event_schema
+from .pipeline.wire_format import ids_of_the_pending_batch
 from .savepoints import Origin
 from .sink import AT_LEAST_ONCE, KafkaSink, for_commit, settings_for
 from .spark.session import AVRO_PACKAGE, checkpoint_conf
@@ -43,15 +43,21 @@ def spark_session(config: JobConfig, app_name: str = "{{ cookiecutter.project_sl
                   ) -> SparkSession:
     """`write_class_archive`: the start is the job's own `run` (session.spark_session)."""
     json_logs = config.log_format == "json"
-    avro = (AVRO_PACKAGE,) if config.uses_avro else ()
+    packages: tuple[str, ...] = (AVRO_PACKAGE,) if config.uses_avro else ()
+    jars: tuple[str, ...] = ()
+    if config.uses_protobuf:  # the job's codec, and protobuf-java, which it is built on
+        from .formats.protobuf_jar import PROTOBUF_JAVA, codec_jar
+
+        packages, jars = (*packages, PROTOBUF_JAVA), (str(codec_jar()),)
     if not object_store.on_s3(config.checkpoint_location):
         conf = {**checkpoint_conf(config.checkpoint_location), **config.spark}
         return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port, conf,
-                           packages=avro, json_logs=json_logs, write_class_archive=write_class_archive)
+                           packages=packages, json_logs=json_logs, write_class_archive=write_class_archive, jars=jars)
     object_store.use_in_this_process(config.s3)
     return new_session(app_name, config.spark_master, config.shuffle_partitions, config.ui_port,
                        conf={**object_store.spark_conf(config.s3), **config.spark}, json_logs=json_logs,
-                       packages=(object_store.hadoop_aws_package(), *avro), write_class_archive=write_class_archive)
+                       packages=(object_store.hadoop_aws_package(), *packages), write_class_archive=write_class_archive,
+                       jars=jars)
 
 
 def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
@@ -68,23 +74,29 @@ def read_events(spark: SparkSession, config: JobConfig) -> DataFrame:
     )
 
 
-def parse(records: DataFrame, config: JobConfig, avro: avro_input.AvroInput | None = None) -> DataFrame:
-    return decode(records, event_schema(config, avro))
+InputPlan = avro_input.AvroInput | protobuf_input.ProtobufInput
+
+
+def parse(records: DataFrame, config: JobConfig, plan: InputPlan | None = None) -> DataFrame:
+    return decode(records, event_schema(config, plan))
 
 
 def registry(config: JobConfig, stopping: threading.Event | None = None) -> Registry | None:
-    """The schema registry, for a job with Avro values (one per build of the query); None otherwise."""
-    if not config.uses_avro:
+    """The schema registry, for a job with Avro or Protobuf values (one per build of the query); None otherwise."""
+    if not config.uses_registry:
         return None
     return Registry(config.schema_registry, config.schema_registry_tolerance_seconds, stopping)
 
 
-def input_plan(spark: SparkSession, config: JobConfig, schemas: Registry | None) -> avro_input.AvroInput | None:
-    """For Avro input, what the registry says now: the subject's versions, and the ids of the batch
-    a start runs again judged (formats/avro_input.py); None for JSON."""
-    if config.input_format != "avro" or schemas is None:
+def input_plan(spark: SparkSession, config: JobConfig, schemas: Registry | None) -> InputPlan | None:
+    """For Avro or Protobuf input, what the registry says now: the subject's versions, and the ids
+    of the batch a start runs again judged (formats/avro_input.py, protobuf_input.py); None for JSON."""
+    if config.input_format == "json" or schemas is None:
         return None
-    return avro_input.plan(config, schemas, ids_of_the_pending_batch(spark, config))
+    pending = ids_of_the_pending_batch(spark, config)
+    if config.input_format == "protobuf":
+        return protobuf_input.plan(config, schemas, pending)
+    return avro_input.plan(config, schemas, pending)
 
 
 def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None) -> DataFrame | None:
@@ -100,18 +112,20 @@ def savepoint_seed(spark: SparkSession, config: JobConfig, origin: Origin | None
 
 
 def write_changes(changes: Changes, config: JobConfig, origin: Origin | None,
-                  stopping: threading.Event | None = None, avro: avro_input.AvroInput | None = None,
+                  stopping: threading.Event | None = None, plan: InputPlan | None = None,
                   schemas: Registry | None = None) -> tuple[DataStreamWriter, KafkaSink]:
-    """The query's writer, and its sink (which says what it published for a batch); `avro`: the
-    Avro input's plan, which the dead letters' read-back decodes with too; `schemas`: the registry
-    of this build (one is made for Avro output without it)."""
-    settings = settings_for(config, savepoints.first_batch_id(origin))
-    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config, avro))
-    output = None
-    if config.output_format == "avro":
+    """The query's writer, and its sink (which says what it published for a batch); `plan`: the
+    input's plan under a registry, which the dead letters' read-back decodes with too; `schemas`:
+    the registry of this build (one is made for registry output without it)."""
+    read_back = None if changes.dead_letters_inline else dead_letter_reader(config, event_schema(config, plan))
+    output: avro_output.AvroOutput | protobuf_output.ProtobufOutput | None = None
+    if config.output_format != "json":
         schemas = schemas or registry(config, stopping)
-        assert schemas is not None  # output_format avro: config.uses_avro
-        output = avro_output.prepare(config, answer_type(changes.frame), schemas)
+        assert schemas is not None  # output_format avro or protobuf: config.uses_registry
+        prepare = protobuf_output.prepare if config.output_format == "protobuf" else avro_output.prepare
+        output = prepare(config, answer_type(changes.frame), schemas)
+    batch_id_number = output.batch_id_number if isinstance(output, protobuf_output.ProtobufOutput) else 0
+    settings = settings_for(config, savepoints.first_batch_id(origin), batch_id_number)
     route = checked_route(changes.frame, lambda: query.route(config))
     records = encode(changes.frame, config.output_topic, config.dead_letter_topic, output, route, config.routes)
     if config.delivery_guarantee != AT_LEAST_ONCE:  # each record's hash and commit shard, in the query's own plan
@@ -132,10 +146,10 @@ def build_query(spark: SparkSession, config: JobConfig, origin: Origin | None,
     """`config`: as the checkpoint runs it (savepoints.apply_origin with `origin`); `stopping`: the
     runner's gate, set when the job stops (sink/kafka_sink.py)."""
     schemas = registry(config, stopping)  # one client for the build: the input's plan and the output's schema
-    avro = input_plan(spark, config, schemas)
-    events = parse(read_events(spark, config), config, avro)
+    plan = input_plan(spark, config, schemas)
+    events = parse(read_events(spark, config), config, plan)
     changes = steps.changes(events, config, savepoint_seed(spark, config, origin))
-    return write_changes(changes, config, origin, stopping, avro, schemas)
+    return write_changes(changes, config, origin, stopping, plan, schemas)
 
 
 def answer_avro_schema(spark: SparkSession, config: JobConfig) -> dict:
@@ -143,3 +157,10 @@ def answer_avro_schema(spark: SparkSession, config: JobConfig) -> dict:
     changes = steps.changes(parse(read_events(spark, config), config), config, None)
     answer: T.StructType = answer_type(changes.frame)
     return avro_output.schema_for(answer, avro_output.record_name(config))
+
+
+def answer_protobuf_schema(spark: SparkSession, config: JobConfig) -> str:
+    """The `.proto` file the query's answers are published with (`output_schema` must fit it)."""
+    changes = steps.changes(parse(read_events(spark, config), config), config, None)
+    answer: T.StructType = answer_type(changes.frame)
+    return protobuf_output.schema_for(answer, protobuf_output.message_name(config))

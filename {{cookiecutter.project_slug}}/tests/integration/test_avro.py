@@ -30,10 +30,10 @@ from harness import (
     PROJECT,
     JobUnderTest,
     assert_stops_in_one_line,
-    avro_options,
     merged,
     produce,
     produce_sample,
+    registry_options,
     wait_until,
 )
 
@@ -46,7 +46,7 @@ OUTPUT_SCHEMA = PROJECT / "schemas" / "output.avsc"
 def avro_job(job: JobUnderTest, schema_registry: SchemaRegistry) -> JobUnderTest:
     """The job reading and writing Avro under its topics' subjects (the topic name strategy),
     whatever job.toml's formats."""
-    job.options.update({"input_format": "avro", "output_format": "avro", **avro_options(schema_registry.url)})
+    job.options.update({"input_format": "avro", "output_format": "avro", **registry_options(schema_registry.url)})
     return job
 
 

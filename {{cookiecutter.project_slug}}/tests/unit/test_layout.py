@@ -235,7 +235,8 @@ def test_the_job_runs_without_its_tools(tmp_path: Path) -> None:
     result = subprocess.run([*command, "config"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     listed = subprocess.run([*command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
-    usage = "usage: {{ cookiecutter.package_name }} [-h] [--version] {run,status,savepoint,state,topics,avro-schema,config}"
+    usage = ("usage: {{ cookiecutter.package_name }} [-h] [--version] "
+             "{run,status,savepoint,state,topics,avro-schema,protobuf-schema,config}")
     assert " ".join(listed.stdout.split()).startswith(usage), listed.stdout  # argparse wraps the line
 
 

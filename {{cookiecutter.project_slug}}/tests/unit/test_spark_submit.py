@@ -96,3 +96,14 @@ def test_avro_values_add_spark_avro_of_the_same_spark(spark_home: Path, tmp_path
     packages = option(submitted["args"], "--packages").split(",")
     connector = next(package for package in packages if "spark-sql-kafka" in package)
     assert f"org.apache.spark:spark-avro_2.13:{connector.rsplit(':', 1)[1]}" in packages
+
+
+def test_protobuf_values_add_protobuf_java_and_ship_the_jobs_codec(spark_home: Path, tmp_path: Path) -> None:
+    job_file = tmp_path / "prod.toml"
+    job_file.write_text('input_format = "protobuf"\n[schema_registry]\nurl = "http://registry:8081"\n')
+    result, submitted = submit(spark_home, tmp_path, "run", "--config", str(job_file))
+    assert result.returncode == 0, result.stderr
+    assert "com.google.protobuf:protobuf-java:" in option(submitted["args"], "--packages")
+    codec = Path(option(submitted["args"], "--jars"))
+    assert codec.name.startswith("protobuf-codec-") and codec.is_file()
+    assert "spark-avro" not in option(submitted["args"], "--packages")

@@ -27,7 +27,7 @@ _TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 @dataclass(frozen=True)
 class Subject:
-    """A subject's versions: each version's schema id and Avro schema text, and the latest's id."""
+    """A subject's versions: each version's schema id and schema text, and the latest's id."""
 
     name: str
     writers: dict[int, str]
@@ -50,16 +50,17 @@ class Registry:
         self.stop = stop
         self._schemas: dict[int, str | None] = {}  # an id's schema text; None: the registry does not know it
 
-    def subject(self, name: str, option: str) -> Subject:
-        """Every version of `name`; a subject the registry does not have fails the start, naming `option`."""
+    def subject(self, name: str, option: str, schema_type: str = "AVRO") -> Subject:
+        """Every version of `name`, each of `schema_type` (AVRO, PROTOBUF); a subject the registry
+        does not have fails the start, naming `option`."""
         versions = self._call(f"reading subject {name!r}", lambda: self._versions(name, option))
         writers: dict[int, str] = {}
         latest = -1
         for version in versions:
             schema_id, kind, text = self._call(f"reading subject {name!r} version {version}",
                                                functools.partial(self._version, name, version))
-            if kind not in (None, "AVRO"):
-                raise ConfigError(option, f"subject {name!r} version {version} is {kind}, not Avro")
+            if (kind or "AVRO") != schema_type:
+                raise ConfigError(option, f"subject {name!r} version {version} is {kind or 'AVRO'}, not {schema_type}")
             writers[schema_id] = self._schemas[schema_id] = text
             latest = schema_id
         return Subject(name, writers, latest)
@@ -70,14 +71,14 @@ class Registry:
             self._schemas[schema_id] = self._call(f"looking up schema id {schema_id}", lambda: self._schema(schema_id))
         return self._schemas[schema_id]
 
-    def register(self, subject: str, schema_text: str, option: str) -> int:
+    def register(self, subject: str, schema_text: str, option: str, schema_type: str = "AVRO") -> int:
         """Register `schema_text` under `subject` (the id it already has, if it has one)."""
         from confluent_kafka.schema_registry import Schema
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         def attempt() -> int:
             try:
-                return self.client.register_schema(subject, Schema(schema_text, "AVRO"))
+                return self.client.register_schema(subject, Schema(schema_text, schema_type))
             except SchemaRegistryError as error:
                 if error.http_status_code == 409:
                     raise ConfigError(option, f"the registry at {self.url} refuses it under subject {subject!r}: "
@@ -89,7 +90,7 @@ class Registry:
 
         return self._call(f"registering subject {subject!r}", attempt)
 
-    def existing(self, subject: str, schema_text: str) -> int:
+    def existing(self, subject: str, schema_text: str, schema_type: str = "AVRO") -> int:
         """The id `schema_text` has under `subject`; a schema not registered there fails the start
         (output_schema_registration = "existing" asked for it)."""
         from confluent_kafka.schema_registry import Schema
@@ -97,7 +98,7 @@ class Registry:
 
         def attempt() -> int:
             try:
-                schema_id = self.client.lookup_schema(subject, Schema(schema_text, "AVRO")).schema_id
+                schema_id = self.client.lookup_schema(subject, Schema(schema_text, schema_type)).schema_id
             except SchemaRegistryError as error:
                 if error.http_status_code == 404:
                     raise ConfigError("output_schema_registration",

@@ -8,7 +8,8 @@
 - "partition P had dead letters" becomes a *read-back request*, a record without a topic whose key is
   P, which the sink turns into the dead letters themselves by reading them back
   (dead_letter_readback.py).
-An answer's value is JSON, or Avro in the registry's wire format (formats/avro_output.py).
+An answer's value is JSON, or Avro or Protobuf in the registry's wire format (formats/avro_output.py,
+protobuf_output.py).
 Each value is without the batch id: the sink stamps every record with it as it
 produces (`"batch_id": N` as the value's last field, and a `batch_id` header:
 sink/batch_records.with_batch_id), so that a batch costs the driver no plan of its own. Every
@@ -32,24 +33,29 @@ ROUTE = "_route"  # query.route's value for each change: a name of [routes], or 
 
 if TYPE_CHECKING:
     from ..formats.avro_output import AvroOutput
+    from ..formats.protobuf_output import ProtobufOutput
 
 
-def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str, avro: AvroOutput | None = None,
+def encode(changes: DataFrame, output_topic: str, dead_letter_topic: str,
+           output: AvroOutput | ProtobufOutput | None = None,
            route: Column | None = None, routes: Mapping[str, str] | None = None) -> DataFrame:
     """Changes (changes.CHANGES_SCHEMA) to `topic STRING, key BINARY, value BINARY`, each value
-    without the batch id: an answer's a JSON object, or with `avro` an Avro record; a dead letter's a
+    without the batch id: an answer's a JSON object, or with `output` an Avro or Protobuf record; a dead letter's a
     JSON object; a read-back request has a null topic and value. `route`: an answer's route over
     its fields, a name of `routes` (route name: topic); None: the output topic. Changes with the input's headers
     keep them, as Spark's Kafka sink names them (`headers`). A row without a key (the TTL
     operator's dead-letter group) is dropped."""
     is_answer = F.col("kind") == KIND_ANSWER
     is_read_back = F.col("kind") == KIND_DEAD_LETTERS_IN_PARTITION
-    if avro is None:
+    if output is None:
         answer_value = F.to_json(answer(changes)).cast("binary")
     else:
-        from ..formats.avro_output import encode as avro_value
+        from ..formats import avro_output, protobuf_output
 
-        answer_value = avro_value(answer(changes), avro)
+        if isinstance(output, avro_output.AvroOutput):
+            answer_value = avro_output.encode(answer(changes), output)
+        else:
+            answer_value = protobuf_output.encode(answer(changes), output)
     topic = F.when(is_answer, F.lit(output_topic))
     value = F.when(is_answer, answer_value)
     if route is not None:

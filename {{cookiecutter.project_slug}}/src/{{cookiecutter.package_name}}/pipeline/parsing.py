@@ -17,6 +17,7 @@ from ..config import JobConfig
 
 if TYPE_CHECKING:
     from ..formats.avro_input import AvroInput
+    from ..formats.protobuf_input import ProtobufInput
 
 # Whether a record is an event (true) or a dead letter (false); never null.
 IS_EVENT = "is_event"
@@ -46,19 +47,21 @@ class EventSchema:
 {%- if cookiecutter.query == "windowed-count" %}
     event_time_field: str | None = None  # a field every event must have, an epoch-milliseconds time
 {%- endif %}
-    avro: AvroInput | None = None  # Avro input (avro_parsing.py): what its plan knows; None: JSON (decoding.py)
+    # Input under a schema registry (avro_parsing.py, protobuf_parsing.py): what its plan knows;
+    # None: JSON (decoding.py)
+    plan: AvroInput | ProtobufInput | None = None
 
     def fields_ddl(self) -> str:
         """The event's fields: all the job's filter may read."""
         return ", ".join(f"`{name}` {SPARK_TYPES[kind]}" for name, kind in self.fields.items())
 
 
-def event_schema(config: JobConfig, avro: AvroInput | None = None) -> EventSchema:
+def event_schema(config: JobConfig, plan: AvroInput | ProtobufInput | None = None) -> EventSchema:
     return EventSchema(fields=dict(config.schema), key_field=config.key_field, max_record_bytes=config.max_record_bytes
 {%- if cookiecutter.query == "windowed-count" %},
                        event_time_field=config.event_time_field
 {%- endif %},
-                       avro=avro)
+                       plan=plan)
 
 
 # A check of a record: the condition that makes it a dead letter, and the reason to give.

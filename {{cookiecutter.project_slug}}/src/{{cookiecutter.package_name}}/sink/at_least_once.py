@@ -72,7 +72,7 @@ def produce_now(settings: SinkSettings, batch_id: int, batches: Iterator[pa.Reco
     for batch in batches:
         own = record_headers(batch, headers) or [headers] * batch.num_rows
         columns = (batch.column("topic").to_pylist(), batch.column("key").to_pylist(),
-                   stamped_values(batch, published_id, settings.avro_topics).to_pylist())
+                   stamped_values(batch, published_id, settings.avro_topics, settings.protobuf_topics).to_pylist())
         for topic, key, value, record_header in zip(*columns, own, strict=True):
             if topic is None:
                 if read_back_keys is not None:

@@ -13,8 +13,9 @@ into more records of the same batch (its dead letters, read back; dead_letter_re
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -155,18 +156,44 @@ def with_avro_batch_id(values: pa.Array | pa.ChunkedArray, batch_id: int) -> pa.
     return pc.binary_join_element_wise(values, closing, pa.scalar(b"", pa.binary()))
 
 
-def stamped_values(chunk: pa.RecordBatch, batch_id: int, avro_topics: frozenset[str]) -> pa.Array | pa.ChunkedArray:
+def with_protobuf_batch_id(values: pa.Array | pa.ChunkedArray, batch_id: int, number: int
+                           ) -> pa.Array | pa.ChunkedArray:
+    """Protobuf values as they are published: each message (an answer without `batch_id`,
+    formats/protobuf_output.py) with the field `batch_id` (an int64 numbered `number`) appended:
+    a message's fields may come in any order, so the appended tag and varint are that field."""
+    closing = pa.scalar(varint(number << 3) + varint(int(batch_id) & UINT64_MASK), pa.binary())
+    return pc.binary_join_element_wise(values, closing, pa.scalar(b"", pa.binary()))
+
+
+def stamped_values(chunk: pa.RecordBatch, batch_id: int, avro_topics: frozenset[str],
+                   protobuf_topics: Mapping[str, int] | None = None) -> pa.Array | pa.ChunkedArray:
     """A chunk's values with the batch id: the records of `avro_topics` as Avro (with_avro_batch_id),
-    the others as JSON (with_batch_id)."""
+    those of `protobuf_topics` (topic: `batch_id`'s field number) as Protobuf
+    (with_protobuf_batch_id), the others as JSON (with_batch_id)."""
     values = chunk.column("value")
-    if not avro_topics:
+    stampers = {topic: functools.partial(with_avro_batch_id, values, batch_id) for topic in avro_topics}
+    stampers.update({topic: functools.partial(with_protobuf_batch_id, values, batch_id, number)
+                     for topic, number in (protobuf_topics or {}).items()})
+    if not stampers:
         return with_batch_id(values, batch_id)
-    avro = pc.fill_null(pc.is_in(chunk.column("topic"), value_set=pa.array(sorted(avro_topics), pa.string())), False)
-    if pc.all(avro).as_py():
-        return with_avro_batch_id(values, batch_id)
-    if not pc.any(avro).as_py():
-        return with_batch_id(values, batch_id)
-    return pc.if_else(avro, with_avro_batch_id(values, batch_id), with_batch_id(values, batch_id))
+    stamped = None
+    for topic, stamp in sorted(stampers.items()):
+        of_topic = pc.fill_null(pc.equal(chunk.column("topic"), pa.scalar(topic, pa.string())), False)
+        if pc.all(of_topic).as_py():
+            return stamp()
+        if pc.any(of_topic).as_py():
+            stamped = pc.if_else(of_topic, stamp(), with_batch_id(values, batch_id) if stamped is None else stamped)
+    return with_batch_id(values, batch_id) if stamped is None else stamped
+
+
+def varint(value: int) -> bytes:
+    """Protobuf's varint of a non-negative number below 2**64: 7-bit groups, lowest first."""
+    encoded = bytearray()
+    while value > 0x7F:
+        encoded.append((value & 0x7F) | 0x80)
+        value >>= 7
+    encoded.append(value)
+    return bytes(encoded)
 
 
 def avro_long(value: int) -> bytes:

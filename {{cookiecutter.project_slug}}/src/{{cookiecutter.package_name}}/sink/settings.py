@@ -3,7 +3,7 @@ set of defaults; nothing here has a default of its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -54,6 +54,9 @@ class SinkSettings:
     # The topics whose values are Avro records (formats/avro_output.py): their batch id is appended
     # as the record's last field, a long; every other value is a JSON object (batch_records.stamped_values).
     avro_topics: frozenset[str] = frozenset()
+    # The topics whose values are Protobuf messages (formats/protobuf_output.py), each with the
+    # number of its `batch_id` field, which is appended to each message.
+    protobuf_topics: dict[str, int] = field(default_factory=dict)
 
     def output_batch_id(self, batch_id: int) -> int:
         """The batch id Spark's batch `batch_id` publishes as, in its records' values and headers."""
@@ -68,9 +71,10 @@ class SinkSettings:
         return f"{transactional_ids(self.transactional_id_prefix, self.sink_id)}{shard}"
 
 
-def settings_for(config: JobConfig, first_batch_id: int = 0) -> SinkSettings:
+def settings_for(config: JobConfig, first_batch_id: int = 0, protobuf_batch_id_number: int = 0) -> SinkSettings:
     """What the sink is told, from the configuration; `first_batch_id`: where the output's batch ids
-    start (savepoints.first_batch_id, for a checkpoint started from a savepoint)."""
+    start (savepoints.first_batch_id, for a checkpoint started from a savepoint);
+    `protobuf_batch_id_number`: for Protobuf output, its `batch_id` field's number (the schema's)."""
     from ..storage.files import resolve_location  # pyarrow's: not for every reader of the settings
 
     return SinkSettings(
@@ -87,4 +91,5 @@ def settings_for(config: JobConfig, first_batch_id: int = 0) -> SinkSettings:
         foreign_transaction_tolerance_seconds=config.foreign_transaction_tolerance_seconds,
         first_batch_id=first_batch_id,
         avro_topics=frozenset({config.output_topic} if config.output_format == "avro" else ()),
+        protobuf_topics={config.output_topic: protobuf_batch_id_number} if config.output_format == "protobuf" else {},
     )

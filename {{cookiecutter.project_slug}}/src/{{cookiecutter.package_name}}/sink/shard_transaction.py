@@ -133,7 +133,7 @@ def _transaction(settings: SinkSettings, shard: CommitShard, chunks: Chunks, bat
             topics = (repeat(per_topic[0]["values"], chunk.num_rows) if len(per_topic) == 1
                       else chunk.column("topic").to_pylist())
             keys = chunk.column("key").to_pylist()
-            values = stamped_values(chunk, published_id, settings.avro_topics).to_pylist()
+            values = stamped_values(chunk, published_id, settings.avro_topics, settings.protobuf_topics).to_pylist()
             send = producer.produce  # the bound method, looked up once per chunk
             if (own := record_headers(chunk, headers)) is None:
                 for topic, key, value in zip(topics, keys, values, strict=True):

@@ -95,8 +95,9 @@ def installed_spark_version() -> str:
 
 def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: int = 0,
                   conf: dict[str, str] | None = None, packages: tuple[str, ...] = (), json_logs: bool = False,
-                  write_class_archive: bool = False) -> SparkSession:
-    """`conf` and `packages` add to the job's own (e.g. S3A for a checkpoint on S3); `ui_port` 0
+                  write_class_archive: bool = False, jars: tuple[str, ...] = ()) -> SparkSession:
+    """`conf` and `packages` add to the job's own (e.g. S3A for a checkpoint on S3), `jars` (files:
+    the Protobuf codec) beside them; `ui_port` 0
     keeps the UI and Spark's metrics endpoint off; `json_logs` has the JVM log JSON lines in Spark's
     structured-logging layout (under spark-submit, its own log4j2 configuration decides);
     `write_class_archive`: without a class archive, this start's JVM writes one (stop it with `stop`)."""
@@ -108,7 +109,8 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: 
     with contextlib.ExitStack() as held:
         resolving = None
         if not launched_by_spark_submit():
-            builder, resolving = _launch(builder, master, conf or {}, packages, json_logs, write_class_archive, held)
+            builder, resolving = _launch(builder, master, conf or {}, packages, json_logs, write_class_archive, held,
+                                         jars)
         with jvm_ignores_sigterm():
             spark = (
                 builder
@@ -131,13 +133,17 @@ def spark_session(app_name: str, master: str, shuffle_partitions: int, ui_port: 
                 .getOrCreate()
             )
         if resolving is not None:
-            resolving.remember(spark.sparkContext.getConf().get("spark.jars", ""))
+            # What Ivy resolved, without the job's own jars: with those in spark.jars, Spark lists the
+            # resolved ones beside them in spark.repl.local.jars alone.
+            spark_conf, own = spark.sparkContext.getConf(), {Path(jar).name for jar in jars}
+            resolved = spark_conf.get("spark.repl.local.jars" if jars else "spark.jars", "") or ""
+            resolving.remember(",".join(uri for uri in resolved.split(",") if uri.rsplit("/", 1)[-1] not in own))
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
 
 def _launch(builder: SparkSession.Builder, master: str, conf: dict[str, str], packages: tuple[str, ...],
-            json_logs: bool, write_class_archive: bool, held: contextlib.ExitStack
+            json_logs: bool, write_class_archive: bool, held: contextlib.ExitStack, local_jars: tuple[str, ...] = ()
             ) -> tuple[SparkSession.Builder, ResolvedJars | None]:
     """What the JVM this process starts needs: the master, log4j2, the JIT, the connector's jars
     (once known, on the driver's class path in local mode, else in spark.jars; else resolved by
@@ -158,10 +164,10 @@ def _launch(builder: SparkSession.Builder, master: str, conf: dict[str, str], pa
             # The executors are this JVM: the jars go on its class path, not to its executors
             # (spark.jars: fetched and copied at every start, loaded by a class loader of their
             # own), and their classes go into the archive with Spark's.
-            builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(known))
-            class_path = known
+            class_path = [*known, *local_jars]
+            builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(class_path))
         else:
-            builder = builder.config("spark.jars", ",".join(Path(jar).as_uri() for jar in known))
+            builder = builder.config("spark.jars", ",".join(Path(jar).as_uri() for jar in (*known, *local_jars)))
             class_path = []
         # With the class path settled, the driver's classes can come from an archive.
         archive = class_archive.java_options(class_path, write_class_archive)
@@ -169,6 +175,8 @@ def _launch(builder: SparkSession.Builder, master: str, conf: dict[str, str], pa
         resolving, archive = jars, ""
         builder = (builder.config("spark.jars.packages", ",".join(wanted))
                    .config("spark.jars.ivySettings", str(IVY_SETTINGS)))
+        if local_jars:
+            builder = builder.config("spark.jars", ",".join(Path(jar).as_uri() for jar in local_jars))
     driver = jvm_options(log4j, QUICK_JIT, archive, conf.get("spark.driver.extraJavaOptions"))
     return builder.config("spark.driver.extraJavaOptions", driver), resolving
 

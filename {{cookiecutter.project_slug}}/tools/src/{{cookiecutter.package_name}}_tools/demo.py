@@ -45,7 +45,7 @@ def run_demo(workdir: Path, count: int, keep_kafka: bool = False) -> int:
     config = load_config(DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None, overrides)
     registry = workdir / "registry"
     try:
-        if config.uses_avro:  # the registry the job file names is not this machine's: a local one
+        if config.uses_registry:  # the registry the job file names is not this machine's: a local one
             config = load_config(DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None,
                                  {**overrides, "schema_registry.url": schema_registry.up(registry)})
         for line in create_topics(config, partitions=4):

@@ -13,7 +13,7 @@ from typing import Any
 
 from {{ cookiecutter.package_name }}.config import DEFAULT_CONFIG_PATH, TABLE_OPTIONS, JobConfig, load_config
 
-QUERY_OPTIONS = ("schema", "key_field", "filter", "state_ttl_seconds", "input_format", "output_format")
+QUERY_OPTIONS = ("schema", "key_field", "filter", "state_ttl_seconds", "input_format", "output_format", "input_message")
 # Of the registry's table, its address alone: the credentials may name secrets; a run that uses
 # Avro gives its own registry's address (the tests' session registry, the demo's).
 REGISTRY_URL = "url"
@@ -33,7 +33,7 @@ def query_settings(config: JobConfig) -> dict[str, str]:
     """`config`'s query options as `--set` settings of the job (with Avro values, the registry's
     address too: a run that has its own registry replaces it)."""
     settings = {name: _as_setting(getattr(config, name)) for name in QUERY_OPTIONS}
-    if config.uses_avro:
+    if config.uses_registry:
         settings[f"schema_registry.{REGISTRY_URL}"] = config.schema_registry[REGISTRY_URL]
     return settings
 

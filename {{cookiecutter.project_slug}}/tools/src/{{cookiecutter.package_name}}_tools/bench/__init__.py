@@ -9,7 +9,8 @@ the same input (absolute figures depend on the machine; the ratios are what to c
 
 With `--format avro` the events and the answers are Avro under a schema registry (Apicurio,
 started for the run): eos and alos decode as the job does, spark_kafka as teams write it by
-hand (the header cut off, `from_avro` with one writer schema).
+hand (the header cut off, `from_avro` with one writer schema). `--format protobuf` the same with
+Protobuf, spark_kafka decoding with the job's codec (spark-protobuf is not served here).
 
 Writes bench-results.json, bench-results.md and PNG plots into --out, prints the table and, as
 its last line, `bench: eos_eps=... alos_eps=... ... recovery_s=...`. Uses KAFKA_BOOTSTRAP_SERVERS
@@ -63,9 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="runs of each --scaling point per contender, every other round in reverse order; "
                              "the median counts (default 1; one 1,000,000-key batch varies by a fifth from run to run)")
     parser.add_argument("--seed", type=int, default=6, help="the same seed produces the same input")
-    parser.add_argument("--format", choices=("json", "avro"), default="json",
-                        help="the values in and out: json, or avro in a schema registry's wire format (a registry "
-                             "started for the run; the contenders eos, alos and spark_kafka, each decoding in the JVM)")
+    parser.add_argument("--format", choices=("json", "avro", "protobuf"), default="json",
+                        help="the values in and out: json, or avro or protobuf in a schema registry's wire format "
+                             "(a registry started for the run; the contenders eos, alos and spark_kafka, each "
+                             "decoding in the JVM)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,7 +30,7 @@ from .workload import warm_broker
 
 # With Avro values: the contenders that read and write them in the JVM. plain_eos would decode in
 # Python; spark_kafka_job's built-in sink writes no batch id, which the answers' schema ends with.
-AVRO_CONTENDERS = ("eos", "alos", "spark_kafka")
+REGISTRY_CONTENDERS = ("eos", "alos", "spark_kafka")
 
 
 def _loadavg() -> str:
@@ -141,8 +141,8 @@ def _caught_up(bootstrap: str, base: Profile, workdir: Path, names: list[str], a
 
 @contextlib.contextmanager
 def _registry(value_format: str, workdir: Path, log) -> Iterator[SchemaRegistry | None]:
-    """A schema registry for Avro values, stopped after the run; None for JSON."""
-    if value_format != "avro":
+    """A schema registry for Avro or Protobuf values, stopped after the run; None for JSON."""
+    if value_format == "json":
         yield None
         return
     registry = SchemaRegistry(workdir / "registry")
@@ -168,9 +168,10 @@ def _contenders(args: argparse.Namespace, log) -> list[str]:
     if not counts and (counting := [n for n in names if n in COUNT_ONLY]):
         names = [n for n in names if n not in COUNT_ONLY]  # they would time another query
         log(f"bench: {', '.join(counting)} count events per key; this job's query computes another answer: not run")
-    if args.format == "avro" and (other := [n for n in names if n not in AVRO_CONTENDERS]):
-        names = [n for n in names if n in AVRO_CONTENDERS]
-        log(f"bench: {', '.join(other)} not run with Avro values (contenders: {', '.join(AVRO_CONTENDERS)})")
+    if args.format != "json" and (other := [n for n in names if n not in REGISTRY_CONTENDERS]):
+        names = [n for n in names if n in REGISTRY_CONTENDERS]
+        log(f"bench: {', '.join(other)} not run with {args.format} values "
+            f"(contenders: {', '.join(REGISTRY_CONTENDERS)})")
     return names
 
 

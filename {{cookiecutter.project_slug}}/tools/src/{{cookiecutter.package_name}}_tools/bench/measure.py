@@ -28,7 +28,7 @@ import {{ cookiecutter.package_name }}
 from {{ cookiecutter.package_name }}.config import JobConfig
 
 from ..kafka_io import create_topics, delete_topics
-from ..value_formats import JSON, AvroValues, Values
+from ..value_formats import JSON, AvroValues, ProtobufValues, Values
 from .contender_process import Contender
 from .profile import progress_profile, read_progress, sink_log_profile, sink_stages_profile
 from .stats import contender_result, distribution, events_per_second, output_latencies
@@ -69,8 +69,8 @@ class Profile:
     plain_commit_ms: float = 100.0
     seed: int = 6
     timeout: float = 420.0
-    value_format: str = "json"  # the input's and the output's values: json, or avro under `registry`
-    registry: str = ""  # the schema registry's URL, for avro
+    value_format: str = "json"  # the input's and the output's values: json, or avro or protobuf under `registry`
+    registry: str = ""  # the schema registry's URL, for avro and protobuf
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,18 +152,23 @@ class Run:
         self.result = contender_result(name)
 
     def _values(self, topic: str, fields: dict[str, str]) -> Values:
-        """A topic's format in this run: JSON, or Avro under the topic's subject."""
+        """A topic's format in this run: JSON, or Avro or Protobuf under the topic's subject."""
+        if self.profile.value_format == "protobuf":
+            return ProtobufValues({"url": self.profile.registry}, f"{topic}-value", fields)
         if self.profile.value_format != "avro":
             return JSON
         return AvroValues({"url": self.profile.registry}, f"{topic}-value", fields)
 
     def _avro_settings(self) -> dict[str, str]:
-        """The job's options for Avro in and out, under the topics' subjects, its answers' schema the project's."""
-        if self.profile.value_format != "avro":
+        """The job's options for Avro or Protobuf in and out, under the topics' subjects, its answers'
+        schema the project's."""
+        value_format = self.profile.value_format
+        if value_format == "json":
             return {}
-        schema = Path({{ cookiecutter.package_name }}.__file__).resolve().parents[2] / "schemas" / "output.avsc"
-        return {"input_format": "avro", "output_format": "avro", "schema_registry.url": self.profile.registry,
-                "output_schema": str(schema)}
+        schema = Path({{ cookiecutter.package_name }}.__file__).resolve().parents[2] / "schemas" / (
+            "output.proto" if value_format == "protobuf" else "output.avsc")
+        return {"input_format": value_format, "output_format": value_format,
+                "schema_registry.url": self.profile.registry, "output_schema": str(schema)}
 
     def command(self) -> list[str]:
         p = self.profile
@@ -195,7 +200,8 @@ class Run:
                     "--filter", self.keys.filter_expression(self.key_field), "--progress-file", str(self.progress_file),
                     "--trigger-seconds", str(p.trigger_seconds), "--max-per-trigger", str(p.max_per_batch),
                     "--shuffle-partitions", str(p.shuffle_partitions),
-                    *(["--registry", p.registry] if p.value_format == "avro" else [])]
+                    *(["--registry", p.registry, "--value-format", p.value_format] if p.value_format != "json"
+                      else [])]
         if self.name == "plain_eos":
             command = [*python, f"{__package__}.plain", "--bootstrap", self.bootstrap, "--input", self.input,
                        "--output", self.output, "--key-field", self.key_field, "--group", f"group-{self.sink_id}",

@@ -116,7 +116,7 @@ def _registry_for_avro(workdir: Path, say: Reporter, stack: contextlib.ExitStack
     """Where the job file's values are Avro: a schema registry of the run's own, stopped after it."""
     from ..job_file import query_config
 
-    if not query_config().uses_avro:
+    if not query_config().uses_registry:
         return None
     from ..schema_registry import SchemaRegistry
 

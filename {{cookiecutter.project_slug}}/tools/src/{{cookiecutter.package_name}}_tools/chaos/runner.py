@@ -68,9 +68,10 @@ class Chaos:
         # The job file's query, on keys of the run's own (strings) and with its own filter.
         written = query_config()
         self.key_field = written.key_field
-        # Avro values (the job file's formats): the run's own registry, and the project's output schema.
+        # Avro or Protobuf values (the job file's formats): the run's own registry, and the project's output schema.
+        schema = "output.proto" if written.output_format == "protobuf" else "output.avsc"
         self.avro = {"schema_registry.url": registry_url or "",
-                     "output_schema": str(Path("schemas", "output.avsc").resolve())} if written.uses_avro else {}
+                     "output_schema": str(Path("schemas", schema).resolve())} if written.uses_registry else {}
         self.query = query_config(DEFAULT_CONFIG_PATH,
                                   schema=json.dumps({**written.schema, self.key_field: "string"}),
                                   filter=f"`{self.key_field}` != '{EXCLUDED_KEY}'", **self.avro)
