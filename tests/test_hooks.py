@@ -90,7 +90,7 @@ BAD_ANSWERS = [
 # too, for contexts that bypass the prompt (replay files, cruft's --variables-to-update).
 BAD_CHOICES = [
     ("query", "windowed", "must be one of count-by-key, windowed-count, stateless"),
-    ("value_format", "protobuf", "must be one of json, avro"),
+    ("value_format", "thrift", "must be one of json, avro, protobuf"),
     ("delivery_guarantee", "exactly-twice", "must be one of exactly-once, at-least-once"),
     ("include_github_actions", "maybe", "must be one of yes, no"),
     ("include_deployment", "true", "must be one of yes, no"),

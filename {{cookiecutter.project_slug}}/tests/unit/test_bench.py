@@ -99,13 +99,14 @@ def test_result_document_shape_and_summary_line():
     assert json.loads(json.dumps(results)) == results  # plain JSON
     assert results["summary"] == {
         "eos_eps": 1000.0, "alos_eps": 500.0, "spark_kafka_job_eps": 333.3, "spark_kafka_eps": 250.0,
-        "plain_eos_eps": 200.0, "eos_over_alos": 2.0, "eos_over_spark_kafka_job": 3.0, "eos_over_spark_kafka": 4.0,
-        "commit_p50_ms": 150.25, "recovery_s": 31.5,
+        "plain_eos_eps": 200.0, "flink_eps": 166.7, "eos_over_alos": 2.0, "eos_over_spark_kafka_job": 3.0,
+        "eos_over_spark_kafka": 4.0, "eos_over_flink": 5.999, "commit_p50_ms": 150.25, "recovery_s": 31.5,
         "caught_up_latency_p50_ms": 2750.0, "caught_up_batch_p50_ms": 1500, "caught_up_batches_late": 0,
     }
     line = results["summary_line"]
     assert line == ("bench: eos_eps=1000 alos_eps=500 spark_kafka_job_eps=333.3 spark_kafka_eps=250 plain_eos_eps=200 "
-                    "eos_over_alos=2 eos_over_spark_kafka_job=3 eos_over_spark_kafka=4 commit_p50_ms=150.2 "
+                    "flink_eps=166.7 eos_over_alos=2 eos_over_spark_kafka_job=3 eos_over_spark_kafka=4 "
+                    "eos_over_flink=5.999 commit_p50_ms=150.2 "
                     "recovery_s=31.5 caught_up_latency_p50_ms=2750 "
                     "caught_up_batch_p50_ms=1500 caught_up_batches_late=0")
     assert [part.split("=")[0] for part in line.removeprefix("bench: ").split()] == list(SUMMARY_FIELDS)

@@ -6,6 +6,8 @@ the same input (absolute figures depend on the machine; the ratios are what to c
     spark_kafka_job  this job's query, Spark's built-in sink  what the sink alone costs (at-least-once)
     spark_kafka  Spark's built-in Kafka source and sink       a minimal query: the key only, no dead letters
     plain_eos    one Python process with confluent-kafka      Kafka transactions with the offsets
+    flink        Flink's Kafka pipeline (PyFlink, mini-cluster) exactly-once: upsert-Kafka sink, checkpoints
+                 at the trigger interval; in a venv of its own, set up on first use (flink_env.py)
 
 With `--format avro` the events and the answers are Avro under a schema registry (Apicurio,
 started for the run): eos and alos decode as the job does, spark_kafka as teams write it by

@@ -31,6 +31,9 @@ from .workload import warm_broker
 # With Avro values: the contenders that read and write them in the JVM. plain_eos would decode in
 # Python; spark_kafka_job's built-in sink writes no batch id, which the answers' schema ends with.
 REGISTRY_CONTENDERS = ("eos", "alos", "spark_kafka")
+# The exactly-once contenders whose recovery after SIGKILL is measured: the job, and Flink, the peer
+# a team weighs it against.
+RECOVERED = ("eos", "flink")
 
 
 def _loadavg() -> str:
@@ -48,7 +51,7 @@ def _profile(args: argparse.Namespace) -> Profile:
 SCALING_KEYS = (10, 10_000, 1_000_000)
 # Contenders with a query of their own, the count per key: beside a query of another shape they
 # would not compare the sink.
-COUNT_ONLY = ("spark_kafka", "plain_eos")
+COUNT_ONLY = ("spark_kafka", "plain_eos", "flink")
 SCALING_DIMENSIONS = ("keys", "partitions", "shards")
 # Enough to compile the broker's produce, transaction and read_committed fetch paths.
 BROKER_WARM_UP_EVENTS = 500_000
@@ -132,7 +135,7 @@ def _caught_up(bootstrap: str, base: Profile, workdir: Path, names: list[str], a
     template's answer. Per contender: latency and batch times (no backlog)."""
     profile = dataclasses.replace(base, rate=args.caught_up_rate, trigger_seconds=args.caught_up_trigger)
     rows: dict[str, Any] = {"rate_eps": profile.rate, "trigger_s": profile.trigger_seconds}
-    for name in [n for n in ("eos", "alos", "spark_kafka_job", "spark_kafka") if n in names]:
+    for name in [n for n in ("eos", "alos", "spark_kafka_job", "spark_kafka", "flink") if n in names]:
         log(f"bench: caught up at {profile.rate:g} events/s, trigger {profile.trigger_seconds:g}s: {name}")
         result = Run(name, bootstrap, profile, workdir).measure(latency=True, backlog=False, log=log)
         rows[name] = {key: drop_samples(result).get(key) for key in ("latency", "error", "verified")}
@@ -206,6 +209,11 @@ def run_bench(args: argparse.Namespace) -> int:
         environment["broker_warm_up_s"] = round(warm_broker(kafka.bootstrap_servers, profile.partitions, warm_up), 1)
         if {"eos", "alos", "spark_kafka_job"} & set(names):
             warm_job_start(kafka.bootstrap_servers, workdir, log, profile)
+        if "flink" in names:  # set up before any clock runs: PyFlink's venv and the connector, once per machine
+            from . import flink_env
+
+            flink_env.python(log)
+            flink_env.connector_jar(log)
         for round_number in range(1, args.rounds + 1):
             # Every other round in reverse order: whatever drifts during a run (the broker's JIT
             # and caches, the machine) favours no contender; each one's figure is the median.
@@ -214,7 +222,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 log(f"bench: round {round_number}/{args.rounds}, {name}: {contender_result(name)['label']}")
                 run = Run(name, kafka.bootstrap_servers, profile, workdir)
                 if round_number == 1:  # the full measurement; later rounds time the backlog (and latency) again
-                    contenders[name] = run.measure(recovery=(name == "eos" and not args.no_recovery), log=log)
+                    contenders[name] = run.measure(recovery=(name in RECOVERED and not args.no_recovery), log=log)
                     add_backlog_run(contenders[name], contenders[name], round_number, position)
                     add_latency_run(contenders[name], contenders[name], round_number, position)
                 else:

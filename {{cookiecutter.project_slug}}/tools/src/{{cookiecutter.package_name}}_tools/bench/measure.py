@@ -202,6 +202,17 @@ class Run:
                     "--shuffle-partitions", str(p.shuffle_partitions),
                     *(["--registry", p.registry, "--value-format", p.value_format] if p.value_format != "json"
                       else [])]
+        if self.name == "flink":
+            from . import flink_env
+
+            command = [str(flink_env.python()), str(Path(__file__).with_name("flink_job.py")),
+                       "--bootstrap", self.bootstrap, "--input", self.input, "--output", self.output,
+                       "--key-field", self.key_field, "--checkpoints", str(self.checkpoint),
+                       "--transactional-id-prefix", f"bench-{self.sink_id}",
+                       "--connector-jar", str(flink_env.connector_jar()),
+                       "--checkpoint-ms", str(round(p.trigger_seconds * 1000)),
+                       "--parallelism", str(p.shuffle_partitions)]
+            return command + (["--excluded", self.keys.excluded] if self.keys.excluded else [])
         if self.name == "plain_eos":
             command = [*python, f"{__package__}.plain", "--bootstrap", self.bootstrap, "--input", self.input,
                        "--output", self.output, "--key-field", self.key_field, "--group", f"group-{self.sink_id}",
@@ -290,7 +301,9 @@ class Run:
             deadline = time.monotonic() + p.timeout
             first = None
             while first is None and time.monotonic() < deadline and contender.alive():
-                first = tail.first_after(killed_at, newest)
+                # A contender without batch ids (Flink): its first record the restarted process made visible.
+                first = (tail.first_after(killed_at, newest) if newest >= 0
+                         else tail.first_visible_after(contender.started_at))
                 time.sleep(0.1)
             if first is None:
                 raise RuntimeError("recovery: no new batch became visible after the restart")

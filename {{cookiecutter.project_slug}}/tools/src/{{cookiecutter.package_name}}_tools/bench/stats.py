@@ -9,16 +9,17 @@ from typing import Any
 
 RESULT_SCHEMA = "bench-results/1"
 # The contenders, in the order of the table and of the summary line.
-CONTENDERS = ("eos", "alos", "spark_kafka_job", "spark_kafka", "plain_eos")
+CONTENDERS = ("eos", "alos", "spark_kafka_job", "spark_kafka", "plain_eos", "flink")
 LABELS = {
     "eos": "this job, exactly-once (2PC sink)",
     "alos": "this job, at-least-once",
     "spark_kafka_job": "this job's query, Spark's built-in Kafka sink (at-least-once)",
     "spark_kafka": "Spark built-in Kafka source + sink, minimal query: key only, no dead letters (at-least-once)",
     "plain_eos": "plain confluent-kafka loop, Kafka transactions (exactly-once)",
+    "flink": "Flink (PyFlink Table API, mini-cluster): Kafka source, upsert-Kafka sink, exactly-once",
 }
-SUMMARY_FIELDS = ("eos_eps", "alos_eps", "spark_kafka_job_eps", "spark_kafka_eps", "plain_eos_eps", "eos_over_alos",
-                  "eos_over_spark_kafka_job", "eos_over_spark_kafka",
+SUMMARY_FIELDS = ("eos_eps", "alos_eps", "spark_kafka_job_eps", "spark_kafka_eps", "plain_eos_eps", "flink_eps",
+                  "eos_over_alos", "eos_over_spark_kafka_job", "eos_over_spark_kafka", "eos_over_flink",
                   "commit_p50_ms", "recovery_s", "caught_up_latency_p50_ms", "caught_up_batch_p50_ms",
                   "caught_up_batches_late")
 
@@ -116,9 +117,11 @@ def summary(contenders: dict[str, dict[str, Any]], commit: dict[str, Any] | None
         "spark_kafka_job_eps": eps("spark_kafka_job"),
         "spark_kafka_eps": eps("spark_kafka"),
         "plain_eos_eps": eps("plain_eos"),
+        "flink_eps": eps("flink"),
         "eos_over_alos": ratio(eps("eos"), eps("alos")),
         "eos_over_spark_kafka_job": ratio(eps("eos"), eps("spark_kafka_job")),
         "eos_over_spark_kafka": ratio(eps("eos"), eps("spark_kafka")),
+        "eos_over_flink": ratio(eps("eos"), eps("flink")),
         "commit_p50_ms": (((commit or {}).get("runs") or [{}])[0].get("commit_ms") or {}).get("p50"),
         "recovery_s": recovery.get("seconds"),
         "caught_up_latency_p50_ms": (caught_up_eos.get("ms") or {}).get("p50"),

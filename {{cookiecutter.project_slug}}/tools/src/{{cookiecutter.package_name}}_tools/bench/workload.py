@@ -298,6 +298,10 @@ class OutputTail(threading.Thread):
             return next((r for r in self.records if r.visible_at > since and r.batch_id is not None
                          and r.batch_id > min_batch), None)
 
+    def first_visible_after(self, since: float) -> OutputRecord | None:
+        with self.changed:
+            return next((r for r in self.records if r.visible_at > since), None)
+
     def max_batch(self) -> int:
         with self.changed:
             return max((r.batch_id for r in self.records if r.batch_id is not None), default=-1)
