@@ -89,7 +89,7 @@ def _tool(name: str) -> Path:
     candidates = [Path(home) / "bin" / name] if home else []
     found = next((path for path in candidates if path.is_file()), None) or shutil.which(name)
     if found is None:
-        raise ConfigError("input_format", f"building the Protobuf codec needs a JDK's `{name}` (a JRE has none): "
+        raise ConfigError("input_format", "building the Protobuf codec needs a JDK " + f"(its {name}; a JRE has none): "
                                           "install one (apt-get install openjdk-17-jdk-headless), or build the codec "
                                           "where one is (`make venv`) and install that package")
     return Path(found)
