@@ -205,7 +205,9 @@ class Run:
         if self.name == "flink":
             from . import flink_env
 
-            command = [str(flink_env.python()), str(Path(__file__).with_name("flink_job.py")),
+            # Isolated (-I): the script's directory (this package's, whose profile.py would shadow the
+            # standard library's) and the project's PYTHONPATH stay off Flink's path.
+            command = [str(flink_env.python()), "-I", str(Path(__file__).with_name("flink_job.py")),
                        "--bootstrap", self.bootstrap, "--input", self.input, "--output", self.output,
                        "--key-field", self.key_field, "--checkpoints", str(self.checkpoint),
                        "--transactional-id-prefix", f"bench-{self.sink_id}",
