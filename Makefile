@@ -25,8 +25,8 @@ demo: venv
 ## Render a project with the default answers into bench/ and run its benchmark (default profile,
 ## under 15 minutes; results in bench/color-counts/bench-out/). BENCH_ARGS passes options on,
 ## e.g. make bench BENCH_ARGS="--events 100000" or BENCH_ARGS="--scaling"; QUERY another query
-## shape (make bench QUERY=stateless), FORMAT=avro Avro values under a schema registry, each
-## published in a section of its own.
+## shape (make bench QUERY=stateless), FORMAT=avro or FORMAT=protobuf values under a schema
+## registry, each published in a section of its own.
 QUERY ?= count-by-key
 FORMAT ?= json
 bench: venv
