@@ -1,10 +1,9 @@
-"""The rendered project's own suites as CI runs them, in three lanes of processes side by side:
-`make test`; `make test-cluster`, then MOVED, then the Avro rendering's proof; the other
-renderings' proofs (RENDERINGS_LANE), one after another. Each lane spends much of its time
-waiting on Kafka, Spark and its processes, which the other lanes use. The lanes start before the
-template's first test (conftest.rendered_lanes), so that the template's own tests run beside them,
-and test_rendered_suite.py, run last, waits for them and judges them. Each lane writes to a log of
-its own; the judge streams `make test`'s as it grows and prints the others' when they end."""
+"""The rendered project's own suites as CI runs them, in two lanes of processes side by side:
+`make test` then the stateless shape's proof; `make test-cluster`, then MOVED, then the Avro
+rendering's proof, the windowed count's and the Protobuf rendering's. The lanes start before the template's first test
+(conftest.rendered_lanes), so that the template's own tests run beside them, and
+test_rendered_suite.py, run last, waits for them and judges them. Each lane writes to a log of its
+own; the judge streams `make test`'s as it grows and prints the cluster lane's when it ends."""
 
 from __future__ import annotations
 
@@ -84,9 +83,6 @@ SHAPE_CRASH_POINTS = ("batch_computed", "after_kafka_commit", "writing_spark_com
 # What the values' format changes in a recovery: the batch decoded again, and its records encoded
 # again after the Kafka commit, compared with the first attempt's by digest (on the driver and in
 # the tasks). The torn commit is the query's state, the same bytes whatever the format.
-# The renderings whose proof runs in the third lane, in this order; the Avro rendering's runs after
-# the cluster lane's moved tests.
-RENDERINGS_LANE = ("protobuf", "stateless", "windowed-count")
 CRASH_POINTS = {"stateless": SHAPE_CRASH_POINTS, "windowed-count": SHAPE_CRASH_POINTS,
                 "avro": ("batch_computed", "after_kafka_commit"), "protobuf": ("batch_computed", "after_kafka_commit")}
 
@@ -119,14 +115,12 @@ def heading(name: str) -> str:
 
 @dataclass
 class Lanes:
-    """The three lanes' processes (each the leader of its own process group) and their logs."""
+    """The two lanes' processes (each the leader of its own process group) and their logs."""
 
     suite: subprocess.Popen[bytes]
     cluster: subprocess.Popen[bytes]
-    renderings: subprocess.Popen[bytes]
     suite_log: Path
     cluster_log: Path
-    renderings_log: Path
     started: float
     accounts: dict[str, Account | None]  # each lane's CPU account (cpu_accounts.py), None where none could be made
     cpu_log: Path  # the lanes' tests, one JSON line each (cpu_plugin/cpu_seconds.py)
@@ -161,7 +155,7 @@ class Lanes:
         """End a lane still running (its judge failed or was interrupted): interrupted as Ctrl-C
         would, so that its tests stop the brokers, clusters and containers they started; killed,
         with every process of its group, if it has not ended within `grace_seconds`."""
-        running = [lane for lane in (self.suite, self.cluster, self.renderings) if lane.poll() is None]
+        running = [lane for lane in (self.suite, self.cluster) if lane.poll() is None]
         for lane in running:
             os.killpg(lane.pid, signal.SIGINT)
         deadline = time.monotonic() + grace_seconds
@@ -181,27 +175,28 @@ def start_lanes(venv: Path, workdir: Path) -> Lanes:
     project = render(workdir / "default")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_CURRENT_TEST")}
     make = ["make", f"VENV={venv}"]
-    suite_log, cluster_log, renderings_log = (workdir / "make-test.log", workdir / "test-cluster.log",
-                                              workdir / "renderings.log")
+    suite_log, cluster_log = workdir / "make-test.log", workdir / "test-cluster.log"
     with suite_log.open("w") as log:
         made = subprocess.run([*make, "venv"], cwd=project, env=env, check=False, stdout=log, stderr=subprocess.STDOUT)
     if made.returncode != 0:
         raise RuntimeError(f"`make venv` for the rendered suites failed ({made.returncode}):\n"
                            f"{suite_log.read_text(errors='replace')[-3000:]}")
+    stateless_run, windowed_run, avro_run, protobuf_run = (
+        rendering_run(name, workdir, venv) for name in ("stateless", "windowed-count", "avro", "protobuf"))
     pytest_bin = shlex.quote(str(venv / "bin" / "pytest"))
     moved = " ".join(MOVED)
     cluster_lane = (f"{deselecting(*LEFT_OUT['test-cluster'])} {shlex.join([*make, 'test-cluster'])}; cluster=$?; "
                     f"CI_CPU_LANE=\"$CI_CPU_LANE, moved\" {pytest_bin} {moved}; moved=$?; "
-                    f"echo {heading('avro')}; ({rendering_run('avro', workdir, venv)}); avro=$?; "
-                    "exit $((cluster || moved || avro))")
-    suite_lane = (f"{deselecting(*MOVED, *AVRO_TESTS, *PROTOBUF_TESTS, *ROUTING_TESTS, *LEFT_OUT['test'])} "
-                  f"{shlex.join([*make, 'test'])}")
-    renderings_lane = " ".join(f"echo {heading(name)}; ({rendering_run(name, workdir, venv)}) || failed=1;"
-                               for name in RENDERINGS_LANE) + " exit ${failed:-0}"
+                    f"echo {heading('avro')}; ({avro_run}); avro=$?; "
+                    f"echo {heading('windowed-count')}; ({windowed_run}); windowed=$?; "
+                    f"echo {heading('protobuf')}; ({protobuf_run}); protobuf=$?; "
+                    "exit $((cluster || moved || avro || windowed || protobuf))")
+    suite_lane = (f"{deselecting(*MOVED, *AVRO_TESTS, *PROTOBUF_TESTS, *ROUTING_TESTS, *LEFT_OUT['test'])} {shlex.join([*make, 'test'])}; suite=$?; "
+                  f"echo {heading('stateless')}; ({stateless_run}); stateless=$?; "
+                  "exit $((suite || stateless))")
 
     cpu_log = workdir / "cpu-per-test.jsonl"
-    accounts = {"make test": Account.new("suite"), "make test-cluster": Account.new("cluster"),
-                "renderings": Account.new("renderings")}
+    accounts = {"make test": Account.new("suite"), "make test-cluster": Account.new("cluster")}
     lane_env = {**env, "PYTHONPATH": str(PLUGIN_DIR), "PYTEST_ADDOPTS": PLUGIN, "CI_CPU_LOG": str(cpu_log)}
     machine_at_start, containers_at_start = machine_seconds(), containers_seconds()
 
@@ -217,16 +212,11 @@ def start_lanes(venv: Path, workdir: Path) -> Lanes:
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 
-    started: list[subprocess.Popen[bytes]] = []
+    cluster = lane("make test-cluster", cluster_lane, cluster_log)
     try:
-        for name, command, log_path in (("make test-cluster", cluster_lane, cluster_log),
-                                        ("renderings", renderings_lane, renderings_log),
-                                        ("make test", suite_lane, suite_log)):
-            started.append(lane(name, command, log_path))
+        suite = lane("make test", suite_lane, suite_log)
     except BaseException:
-        for process in started:
-            os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(cluster.pid, signal.SIGKILL)
         raise
-    cluster, renderings, suite = started
-    return Lanes(suite, cluster, renderings, suite_log, cluster_log, renderings_log, time.monotonic(), accounts,
-                 cpu_log, machine_at_start, containers_at_start)
+    return Lanes(suite, cluster, suite_log, cluster_log, time.monotonic(), accounts, cpu_log, machine_at_start,
+                 containers_at_start)

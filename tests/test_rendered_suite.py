@@ -1,8 +1,7 @@
 """The rendered project's own test suites (unit and integration on a real Kafka; the cluster
 suite on a Spark standalone cluster), exactly as a team would run them after forking it: `make
-test` and `make test-cluster` in its virtual environment, and the other renderings' proofs. They
-run in three lanes (rendered_lanes.py) beside the template's own tests; the test that judges them
-runs last."""
+test` and `make test-cluster` in its virtual environment. They run in two lanes
+(rendered_lanes.py) beside the template's own tests; the test that judges them runs last."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import rendering_env
-from rendered_lanes import LEFT_OUT, MOVED, RENDERINGS_LANE, Lanes, deselections
+from rendered_lanes import LEFT_OUT, MOVED, Lanes, deselections
 
 
 def test_every_test_left_out_of_ci_names_one_the_rendered_project_has(rendered_default: Path,
@@ -27,14 +26,14 @@ def test_every_test_left_out_of_ci_names_one_the_rendered_project_has(rendered_d
 
 
 def test_rendered_project_suites_pass(rendered_lanes: Lanes | None, capsys: pytest.CaptureFixture[str]) -> None:
-    """`make test`, `make test-cluster` and the other renderings' proofs, side by side
-    (rendered_lanes.py), started before the template's first test (conftest.rendered_lanes) and
-    judged here, last: each lane spends a good share of its time waiting on Kafka, Spark and its
-    processes, which the other lanes and the template's own tests use. Tests of `make test` named
-    in MOVED run in the cluster lane, after `make test-cluster`, in one session, so that the lanes
-    end together; every test of both targets runs once, but those LEFT_OUT. The Avro rendering's
-    proof (RENDERING_TESTS) runs after the cluster lane's moved tests, the others' in the third
-    lane (RENDERINGS_LANE)."""
+    """`make test` and `make test-cluster`, side by side (rendered_lanes.py), started before the
+    template's first test (conftest.rendered_lanes) and judged here, last: each lane spends a good
+    share of its time waiting on Kafka, Spark and its processes, which the other lane and the
+    template's own tests use. Tests of `make test` named in MOVED run in the cluster lane, after
+    `make test-cluster`, in one session, so that the two lanes end together; every test of both
+    targets runs once, but those LEFT_OUT. Each lane then runs other renderings' proof
+    (RENDERING_TESTS): the stateless query after `make test`; the Avro values', the windowed
+    count's and the Protobuf values' after the cluster lane's moved tests."""
     assert rendered_lanes is not None, "conftest.rendered_lanes starts the lanes when this test is selected"
     moved = " ".join(MOVED)
     with capsys.disabled():  # stream the inner suite's output: CI logs show every test and the broker line
@@ -44,18 +43,13 @@ def test_rendered_project_suites_pass(rendered_lanes: Lanes | None, capsys: pyte
         walls = {"make test": time.monotonic() - rendered_lanes.started}
         cluster = rendered_lanes.cluster.wait()
         walls["make test-cluster"] = time.monotonic() - rendered_lanes.started
-        print(f"\n=== rendered project cluster lane: make test-cluster, then {moved}, then the Avro rendering's "
-              f"tests (ended {walls['make test-cluster']:.0f}s after the lanes began):\n"
+        print(f"\n=== rendered project cluster lane: make test-cluster, then {moved}, then the Avro, the windowed-count "
+              f"and the Protobuf renderings' tests (ended {walls['make test-cluster']:.0f}s after both began):\n"
               f"{rendered_lanes.cluster_log.read_text(errors='replace')}", flush=True)
-        renderings = rendered_lanes.renderings.wait()
-        walls["renderings"] = time.monotonic() - rendered_lanes.started
-        print(f"\n=== the renderings lane: the {', '.join(RENDERINGS_LANE)} renderings' tests "
-              f"(ended {walls['renderings']:.0f}s after the lanes began):\n"
-              f"{rendered_lanes.renderings_log.read_text(errors='replace')}", flush=True)
         # Where the lanes' minutes went: CPU seconds per lane and per test (cpu_accounts.py).
         print(f"\n=== where the lanes' time went (CPU from each lane's cgroup; the machine's over the same "
               f"span; the costliest tests):\n{rendered_lanes.cpu_table(walls)}", flush=True)
-    lanes = (("make test", suite), (f"make test-cluster, {moved} or the Avro rendering's tests", cluster),
-             (f"the {', '.join(RENDERINGS_LANE)} renderings' tests", renderings))
+    lanes = (("make test or the stateless rendering's tests", suite),
+             (f"make test-cluster, {moved}, the Avro, windowed-count or Protobuf rendering's tests", cluster))
     failed = [name for name, code in lanes if code != 0]
     assert not failed, f"the rendered project's {' and '.join(failed)} failed; the output is above"

@@ -53,7 +53,10 @@ def test_a_query_that_is_never_idle_stops_when_the_running_batch_ends():
     time.sleep(0.1)
     stop_at_batch_boundary(query, gate, timeout=10)
     assert gate.is_set()
-    assert query.ended_at is not None and 0.5 <= query.ended_at - query.started < 0.7
+    # It ended where a batch ended (the fake sets ended_at to a boundary; a loaded machine may pass a few).
+    assert query.ended_at is not None
+    boundaries = (query.ended_at - query.started) / 0.5
+    assert boundaries >= 1 and abs(boundaries - round(boundaries)) < 1e-6
     assert not query.stop_called_in_batch
 
 
@@ -61,11 +64,11 @@ def test_a_query_with_pauses_stops_in_the_pause():
     query = QueryRunningBatches(batch_seconds=0.4, pause_seconds=0.4)
     time.sleep(0.1)
     stop_at_batch_boundary(query, timeout=10)
-    assert 0.4 <= query.ended_at - query.started < 0.6
-    assert not query.stop_called_in_batch
+    assert query.ended_at - query.started >= 0.4  # not before the first batch ended
+    assert not query.stop_called_in_batch  # in a pause, whichever
 
 
 def test_a_batch_that_never_ends_is_stopped_after_the_time_out():
     query = QueryRunningBatches(batch_seconds=60, pause_seconds=0)
     stop_at_batch_boundary(query, timeout=0.3)
-    assert 0.3 <= query.ended_at - query.started < 1
+    assert 0.3 <= query.ended_at - query.started < 60  # after the time-out, long before the batch would end
