@@ -197,14 +197,8 @@ def varint(value: int) -> bytes:
 
 
 def avro_long(value: int) -> bytes:
-    """Avro's binary encoding of a long: zig-zag, then a varint of 7-bit groups, lowest first."""
-    zigzag = ((value << 1) ^ (value >> 63)) & UINT64_MASK
-    encoded = bytearray()
-    while zigzag > 0x7F:
-        encoded.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    encoded.append(zigzag)
-    return bytes(encoded)
+    """Avro's binary encoding of a long: zig-zag, then the same varint as Protobuf's."""
+    return varint(((value << 1) ^ (value >> 63)) & UINT64_MASK)
 
 
 def combine(*digests: int) -> int:
