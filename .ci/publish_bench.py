@@ -30,6 +30,8 @@ def machine() -> str:
 
 
 DEFAULT_QUERY = "count-by-key"
+# bench --scaling's plots (its report.py's SCALING_AXES), published when the run made them.
+SCALING_PLOTS = ("scaling-keys.png", "scaling-partitions.png", "scaling-record-bytes.png")
 
 
 def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json") -> None:
@@ -44,7 +46,7 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json") -
     command = f"`{' '.join(['make bench', *arguments])}`"
     kept.mkdir(parents=True, exist_ok=True)
     for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png",
-                 "scaling-keys.png"):
+                 *SCALING_PLOTS):
         if (source / name).exists():
             shutil.copy(source / name, kept / name)
     startup = source / "startup"
@@ -53,14 +55,15 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json") -
             shutil.copy(startup / name, kept / name)
     table = (kept / "bench-results.md").read_text().split("\n", 1)[1].strip()  # without its own title
     summary = json.loads((kept / "bench-results.json").read_text()).get("summary_line", "")
+    scaling = [plot for plot in SCALING_PLOTS if (source / plot).exists()]
     section = "\n".join([
         start,
         f"Measured on {machine()}, with {command} (the default profile"
-        + (", with `--scaling`" if (source / "scaling-keys.png").exists() else "") + "). Raw results, plots and",
+        + (", with `--scaling`" if scaling else "") + "). Raw results, plots and",
         f"JSON are in `{images.removeprefix('../')}/`; this section is rewritten by `.ci/publish_bench.py`.",
         "",
         f"![throughput]({images}/throughput.png)",
-        *(["", f"![scaling]({images}/scaling-keys.png)"] if (source / "scaling-keys.png").exists() else []),
+        *(line for plot in scaling for line in ("", f"![{plot.removesuffix('.png')}]({images}/{plot})")),
         "",
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",

@@ -222,3 +222,33 @@ def test_a_scaling_point_is_the_median_of_its_rounds_and_its_table_lists_each_ro
     table = "\n".join(scaling_table({"scaling": [row, spark]}))
     line = next(line for line in table.splitlines() if line.startswith("| keys per batch | 1,000,000 | eos |"))
     assert "| 40.0 | 30 / – / 50 / 40 | 0.80 |" in line, line
+
+
+@pytest.mark.parametrize("size", [100, 1_000, 10_000])
+def test_a_padded_event_is_about_its_record_size_and_counts_as_any_other(size: int):
+    """--scaling's record size: the JSON event padded with a field no query reads, to within a few
+    bytes of the size asked (its sequence number's digits vary), its key counted the same."""
+    from {{ cookiecutter.package_name }}_tools.bench.workload import EventStream, Keys
+
+    stream = EventStream(Keys.of(10), "color", seed=1, record_bytes=size)
+    values = [stream.encode(key, 1_767_225_605.5) for key in stream.next_keys(20)]
+    assert all(abs(len(value) - size) <= 4 for value in values), sorted({len(value) for value in values})
+    assert all(set(json.loads(value)["pad"]) <= {"x"} for value in values)
+    assert stream.expected_total == 20 - sum(json.loads(v)["color"] == stream.keys.excluded for v in values)
+
+
+def test_each_scaling_dimension_is_plotted_with_throughput_and_memory(tmp_path):
+    """One plot per dimension run, none for a dimension that was not."""
+    from {{ cookiecutter.package_name }}_tools.bench.report import plots
+
+    def point(dimension: str, value: int, contender: str) -> dict:
+        return {"dimension": dimension, "value": value, "contender": contender, "eps": 1000.0 * value ** 0.5,
+                "peak_memory_mb": {"driver_total": 700.0 + value / 100, "python_workers": 50.0}}
+
+    scaling = [point(dimension, value, contender) for dimension in ("keys per batch", "record bytes")
+               for value in (10, 1000) for contender in ("eos", "flink")]
+    results = {"contenders": {}, "profile": {"rate": 500.0}, "scaling": scaling}
+    written = plots(results, tmp_path)
+    assert {"scaling-keys.png", "scaling-record-bytes.png"} <= set(written)
+    assert "scaling-partitions.png" not in written
+    assert all((tmp_path / name).stat().st_size > 0 for name in written)

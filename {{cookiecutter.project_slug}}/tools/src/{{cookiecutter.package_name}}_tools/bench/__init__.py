@@ -58,10 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--commit-batches", type=int, default=15, help="microbenchmark batches per setting")
     parser.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery measurement")
     parser.add_argument("--scaling", action="store_true",
-                        help="also: keys 10/10k/1M, partitions 1/8/32, commit shards 1/2/4 at 1M keys "
-                             "(adds 20+ minutes)")
-    parser.add_argument("--scaling-dimensions", default="keys,partitions,shards",
-                        help="the --scaling dimensions to run, a subset of keys,partitions,shards (default all)")
+                        help="also, throughput and peak memory of each contender as one dimension grows: keys "
+                             "10/10k/1M, input partitions 4/16/64, record bytes 100/1k/10k (JSON), commit shards "
+                             "1/2/4 at 1M keys (eos); plotted (adds 30+ minutes)")
+    parser.add_argument("--scaling-dimensions", default="keys,partitions,record_bytes,shards",
+                        help="the --scaling dimensions to run, a subset of keys,partitions,record_bytes,shards "
+                             "(default all)")
     parser.add_argument("--scaling-rounds", type=int, default=1,
                         help="runs of each --scaling point per contender, every other round in reverse order; "
                              "the median counts (default 1; one 1,000,000-key batch varies by a fifth from run to run)")

@@ -24,7 +24,7 @@ from ..kafka_local import provide_kafka
 from ..schema_registry import SchemaRegistry
 from .measure import Profile, Run, add_backlog_run, add_latency_run, drop_samples, warm_job_start
 from .microbench import commit_microbench
-from .report import markdown, plots, write_results
+from .report import SCALING_AXES, markdown, plots, write_results
 from .stats import CONTENDERS, RESULT_SCHEMA, contender_result, summary, summary_line, validate
 from .workload import warm_broker
 
@@ -49,10 +49,16 @@ def _profile(args: argparse.Namespace) -> Profile:
 
 
 SCALING_KEYS = (10, 10_000, 1_000_000)
+SCALING_PARTITIONS = (4, 16, 64)
+SCALING_RECORD_BYTES = (100, 1_000, 10_000)
+# A backlog of at most this many bytes at each record size: 10 KB events, 30,000 of them.
+SCALING_BACKLOG_BYTES = 300_000_000
 # Contenders with a query of their own, the count per key: beside a query of another shape they
 # would not compare the sink.
 COUNT_ONLY = ("spark_kafka", "plain_eos", "flink")
-SCALING_DIMENSIONS = ("keys", "partitions", "shards")
+SCALING_DIMENSIONS = ("keys", "partitions", "record_bytes", "shards")
+# The job and the peers a team weighs it against, at every point of keys, partitions and record size.
+PEERS = ("eos", "alos", "spark_kafka_job", "spark_kafka", "plain_eos", "flink")
 # Enough to compile the broker's produce, transaction and read_committed fetch paths.
 BROKER_WARM_UP_EVENTS = 500_000
 
@@ -79,12 +85,15 @@ def _scaling(bootstrap: str, base: Profile, workdir: Path, log, dimensions: tupl
     for keys in SCALING_KEYS if "keys" in dimensions else ():
         events = max(base.events, keys)  # every key in one batch: distinct keys per batch = keys
         # A bigger batch takes longer: the time-out grows with it (a 1,000,000-event batch gets 20 min).
-        variants.append(("keys per batch", keys, dataclasses.replace(
-            base, keys=keys, events=events, max_per_batch=events, timeout=max(base.timeout, events * 1.2e-3)),
-            ("eos", "alos", "spark_kafka_job", "spark_kafka", "plain_eos")))
-    for partitions in (1, 8, 32) if "partitions" in dimensions else ():
-        variants.append(("input partitions", partitions, dataclasses.replace(base, partitions=partitions),
-                         ("eos", "alos")))
+        variants.append((SCALING_AXES["keys"], keys, dataclasses.replace(
+            base, keys=keys, events=events, max_per_batch=events, timeout=max(base.timeout, events * 1.2e-3)), PEERS))
+    for partitions in SCALING_PARTITIONS if "partitions" in dimensions else ():
+        variants.append((SCALING_AXES["partitions"], partitions, dataclasses.replace(base, partitions=partitions),
+                         PEERS))
+    # Padding is a JSON field no query reads; Avro and Protobuf values hold the schema's fields only.
+    for size in SCALING_RECORD_BYTES if "record_bytes" in dimensions and base.value_format == "json" else ():
+        variants.append((SCALING_AXES["record_bytes"], size, dataclasses.replace(
+            base, record_bytes=size, events=min(base.events, SCALING_BACKLOG_BYTES // size)), PEERS))
     for shards in (1, 2, 4) if "shards" in dimensions else ():  # where publishing in tasks pays: big batches
         keys = SCALING_KEYS[-1]
         variants.append((f"commit shards ({keys:,} keys per batch)", shards, dataclasses.replace(

@@ -69,6 +69,7 @@ class Profile:
     plain_commit_ms: float = 100.0
     seed: int = 6
     timeout: float = 420.0
+    record_bytes: int = 0  # each event padded to about this many bytes of JSON (0: as it comes, ~60 bytes)
     value_format: str = "json"  # the input's and the output's values: json, or avro or protobuf under `registry`
     registry: str = ""  # the schema registry's URL, for avro and protobuf
 
@@ -148,7 +149,8 @@ class Run:
         self.stream = EventStream(self.keys, self.key_field, profile.seed
                                   {%- if cookiecutter.query == "windowed-count" %}, event_time(JobConfig()){% endif %},
                                   values=self._values(self.input, {self.key_field: "string", "seq": "int",
-                                                                   "ts_ms": "float"}))
+                                                                   "ts_ms": "float"}),
+                                  record_bytes=profile.record_bytes)
         self.result = contender_result(name)
 
     def _values(self, topic: str, fields: dict[str, str]) -> Values:

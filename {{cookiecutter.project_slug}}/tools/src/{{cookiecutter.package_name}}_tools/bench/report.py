@@ -238,24 +238,40 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
         figure.tight_layout()
         figure.savefig(out / "eos-phases.png", dpi=110)
         written.append("eos-phases.png")
-    scaling = [r for r in results.get("scaling") or [] if r["dimension"] == "keys per batch"]
-    if scaling:
-        figure, axis = plt.subplots(figsize=(7, 3.5))
-        for name in [n for n in CONTENDERS if any(r["contender"] == n for r in scaling)]:
-            points = sorted((r["value"], r["eps"]) for r in scaling if r["contender"] == name and r.get("eps"))
-            if points:
-                axis.plot(*zip(*points, strict=True), marker="o", label=name)
-        axis.set_xscale("log")
-        axis.set_yscale("log")
-        axis.set_xlabel("distinct keys in the batch (log)")
-        axis.set_ylabel("events/s (log)")
-        axis.set_title("Throughput against distinct keys")
-        axis.legend()
-        figure.tight_layout()
-        figure.savefig(out / "scaling-keys.png", dpi=110)
-        written.append("scaling-keys.png")
+    for stem, dimension in SCALING_AXES.items():
+        scaling = [r for r in results.get("scaling") or [] if r["dimension"] == dimension]
+        if scaling:
+            written.append(_scaling_plot(plt, scaling, dimension, out / f"scaling-{stem.replace('_', '-')}.png"))
     plt.close("all")
     return written
+
+
+# The scaling dimensions plotted (--scaling-dimensions name: the axis), each into scaling-<name>.png.
+SCALING_AXES = {"keys": "keys per batch", "partitions": "input partitions", "record_bytes": "record bytes"}
+
+
+def _scaling_plot(plt: Any, scaling: list[dict[str, Any]], dimension: str, path: Path) -> str:
+    """Events/s and peak memory (driver Python + JVM, and the Python workers) of each contender
+    against one dimension, side by side, both axes logarithmic; returns the file's name."""
+    figure, (speed, memory) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for name in [n for n in CONTENDERS if any(r["contender"] == n for r in scaling)]:
+        mine = sorted((r for r in scaling if r["contender"] == name), key=lambda r: r["value"])
+        if points := [(r["value"], r["eps"]) for r in mine if r.get("eps")]:
+            speed.plot(*zip(*points, strict=True), marker="o", label=name)
+        if points := [(r["value"], sum(v or 0 for v in _memory(r.get("peak_memory_mb"))))
+                      for r in mine if r.get("peak_memory_mb")]:
+            memory.plot(*zip(*points, strict=True), marker="o", label=name)
+    for axis, label in ((speed, "events/s draining the backlog"), (memory, "peak resident MB, all its processes")):
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel(f"{dimension} (log)")
+        axis.set_ylabel(f"{label} (log)")
+        axis.legend(fontsize="small")
+    speed.set_title(f"Throughput against {dimension}")
+    memory.set_title(f"Memory against {dimension}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path.name
 
 
 def write_results(out: Path, stem: str, results: dict[str, Any], table: str, plots_written: list[str],

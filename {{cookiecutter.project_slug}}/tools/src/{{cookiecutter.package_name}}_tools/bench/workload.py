@@ -60,10 +60,12 @@ class EventStream:
     """Deterministic events; remembers what each counted output key got and when it was produced."""
 
     def __init__(self, keys: Keys, key_field: str, seed: int{% if cookiecutter.query == "windowed-count" %},
-                 event_time: EventTime | None = None{% endif %}, values: Values = JSON) -> None:
+                 event_time: EventTime | None = None{% endif %}, values: Values = JSON,
+                 record_bytes: int = 0) -> None:
         self.keys = keys
         self.key_field = key_field
         self.values = values  # the input's format (value_formats.py)
+        self.record_bytes = record_bytes  # a JSON event padded to about this size (a field no query reads)
 {%- if cookiecutter.query == "windowed-count" %}
         self.event_time = event_time
 {%- endif %}
@@ -96,6 +98,9 @@ class EventStream:
         if self.event_time is not None:
             event[self.event_time.field] = int(produced_at * 1000)
 {%- endif %}
+        if self.record_bytes:
+            unpadded = len(json.dumps(event)) + len(', "pad": ""')
+            event["pad"] = "x" * max(0, self.record_bytes - unpadded)
         return self.values.event_value(event)
 
     @property
