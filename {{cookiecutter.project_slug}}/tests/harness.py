@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -427,6 +428,22 @@ def assert_as_the_reference_run(job: JobUnderTest, **options: str) -> None:
     comparison = job.compare_with_reference(**options)
     assert comparison.same_plan, "the reference run planned other batches: the input was not all there at the start"
     assert comparison.difference is None, comparison.difference
+
+
+def assert_each_malformed_kind_is_its_dead_letter(job: JobUnderTest, kinds: Sequence[bytes],
+                                                 reasons: Sequence[str], output: str) -> None:
+    """Each malformed value the sample wrote (`kinds`, the same bytes) is a dead letter, with one
+    reason, beginning with its kind's in `reasons`; nothing else is one (the verdict counts them). A registry format's
+    unknown id and other subject's id cost one rebuild of the query for the batch that met them."""
+    found: dict[bytes, set[str]] = {}
+    for letter in job.published().dead_letters:
+        found.setdefault(base64.b64decode(letter["value_base64"]), set()).add(letter["reason"])
+    for kind, value in enumerate(kinds):
+        assert value in found, f"malformed kind {kind} ({value[:12]!r}) is no dead letter"
+        (reason,) = found[value]
+        assert reason.startswith(reasons[kind]), (kind, reason)
+    assert set(found) == set(kinds)
+    assert 1 <= output.count("rebuilding the query: schema id") <= 2, output[-3000:]
 
 
 def merged(*samples: SampleInput) -> tuple[list[Event], list[bytes]]:

@@ -153,6 +153,7 @@ class ProtobufValues:
     _serializer: Any = field(default=None, init=False, repr=False)
     _event_class: Any = field(default=None, init=False, repr=False)
     _answer_classes: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+    _deserializers: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)  # per message class
 
     @property
     def client(self) -> SchemaRegistryClient:
@@ -209,8 +210,9 @@ class ProtobufValues:
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
         from confluent_kafka.serialization import MessageField, SerializationContext
 
-        deserializer = ProtobufDeserializer(message_class, {"use.deprecated.format": False})
-        return deserializer(value, SerializationContext(self.subject, MessageField.VALUE))
+        if message_class not in self._deserializers:
+            self._deserializers[message_class] = ProtobufDeserializer(message_class, {"use.deprecated.format": False})
+        return self._deserializers[message_class](value, SerializationContext(self.subject, MessageField.VALUE))
 
     def malformed(self, key_field: str) -> list[bytes]:
         """One of each dead letter the Protobuf input has: no header, a short value, an unknown id,
