@@ -1,24 +1,74 @@
 """The schema registry's wire format, as the JVM reads it for every format under a registry
 (avro_parsing.py, protobuf_parsing.py): a magic byte 0, the schema id in 4 bytes (big-endian),
-then the body; the header's checks, the first a record meets; the schema ids of the batch a start
-runs again, for the plan to judge."""
+then the body; each body decoded by its writer schema's decoder, one branch per id; the header's
+checks, the first a record meets; the schema ids of the batch a start runs again, for the plan to
+judge.
+
+An id the query's plan has no schema for fails the batch, nothing of it published, with a message
+that has the job build the query again (failures.Outcome.REBUILD): the new plan asks the registry
+for the subject's versions again and judges every id of the batch it re-runs (an id of another
+subject or none is a dead letter from then on). A producer that moves to a new version of the
+subject in the middle of a run costs one rebuild; the registry registers an id before any record
+carries it, so a batch planned after that holds nothing the rebuild cannot read."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, SparkSession
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..config import JobConfig
+from ..failures import REBUILD_MARK
 from ..storage import checkpoint
 from ..storage.files import resolve_location
 from .input_range import read_input_range
 {%- if cookiecutter.query == "windowed-count" %}
-from .parsing import MAX_EVENT_TIME_MS, SPARK_TYPES, Check, EventSchema
+from .parsing import HEADERS, MAX_EVENT_TIME_MS, SPARK_TYPES, Check, EventSchema, checked_events
 {%- else %}
-from .parsing import Check, EventSchema
+from .parsing import HEADERS, SPARK_TYPES, Check, EventSchema, checked_events
 {%- endif %}
 
 HEADER_BYTES = 5  # the magic byte and the 4-byte schema id
+Decoder = Callable[[Column], Column]  # a body's bytes to its decoded record
+
+
+class RegistryPlan(Protocol):
+    """What the parse needs of a format's plan (formats/avro_input.py, formats/protobuf_input.py)."""
+
+    subject: str  # the input's subject
+    foreign: dict[int, str]  # the ids judged unreadable, each with its dead letters' reason
+
+
+def parse_wire_format(records: DataFrame, schema: EventSchema, plan: RegistryPlan, decoders: Mapping[int, Decoder],
+                      fields_of: Callable[[Column], dict[str, Column]],
+                      undecoded: Callable[[Column, Column], Check]) -> DataFrame:
+    """Kafka records to parsed events or dead letters with a reason: the columns of
+    parsing.parse_records. `decoders`: each writer schema id's; `fields_of`: `[schema]`'s fields
+    of a decoded record; `undecoded`: (a decoded record, its id's bytes) to the check of a body that
+    did not decode and its reason."""
+    headers = [HEADERS] if HEADERS in records.columns else []
+    value, size = F.col("value"), F.octet_length(F.col("value"))
+    is_wire, id_bytes, body = header(value)
+    staged = records.select("value", "topic", "partition", "offset", *headers, is_wire.alias("_is_wire"),
+                            id_bytes.alias("_id_bytes"), body.alias("_body"))
+    ids = F.col("_id_bytes")
+    decoded = F.when(~F.col("_is_wire") | (size > schema.max_record_bytes), F.lit(None))
+    for writer_id, decode in decoders.items():
+        decoded = decoded.when(ids == id_literal(writer_id), decode(F.col("_body")))
+    if plan.foreign:
+        decoded = decoded.when(ids.isin([id_literal(foreign_id) for foreign_id in plan.foreign]), F.lit(None))
+    decoded = decoded.otherwise(F.raise_error(F.format_string(
+        f"{REBUILD_MARK}schema id %d is new to the query (a new version of subject {plan.subject!r}?)",
+        schema_id(ids))))
+    with_record = staged.select("*", decoded.alias("_record"))
+    record = F.col("_record")
+    fields = fields_of(record)
+    checks = [*header_checks(value, size, ids, schema, plan.foreign), undecoded(record, ids),
+              *field_checks(fields, schema)]
+    typed = {name: fields[name].cast(SPARK_TYPES[kind]) for name, kind in schema.fields.items()}
+    return checked_events(with_record, typed, checks, schema, headers)
 
 
 def ids_of_the_pending_batch(spark: SparkSession, config: JobConfig) -> set[int]:
