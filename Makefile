@@ -32,7 +32,7 @@ FORMAT ?= json
 bench: venv
 	rm -rf bench && $(BIN)/cookiecutter --no-input --output-dir bench . query=$(QUERY)
 	$(MAKE) -C bench/color-counts bench BENCH_ARGS='$(BENCH_ARGS) --format $(FORMAT)'
-	$(PYTHON) .ci/publish_bench.py bench/color-counts/bench-out $(QUERY) $(FORMAT)
+	$(PYTHON) .ci/publish_bench.py bench/color-counts/bench-out $(QUERY) $(FORMAT) '$(BENCH_ARGS)'
 
 lint: venv
 	$(BIN)/ruff check hooks tests .ci

@@ -5,7 +5,7 @@ query shape than the default (`make bench QUERY=stateless`), or with Avro values
 FORMAT=avro`), has a section and a results folder of its own (`.ci/bench-results/<shape>/`,
 `.ci/bench-results/<shape>-avro/`).
 
-    python .ci/publish_bench.py bench/color-counts/bench-out [<query shape> [<format>]]
+    python .ci/publish_bench.py bench/color-counts/bench-out [<query shape> [<format> [<BENCH_ARGS>]]]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ DEFAULT_QUERY = "count-by-key"
 SCALING_PLOTS = ("scaling-keys.png", "scaling-partitions.png", "scaling-record-bytes.png")
 
 
-def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json") -> None:
+def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", bench_args: str = "") -> None:
     source = Path(run_dir)
     default = query == DEFAULT_QUERY and value_format == "json"
     name = query if value_format == "json" else f"{query}-{value_format}"  # the run's section and folder
@@ -43,6 +43,8 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json") -
     images = "../.ci/bench-results" + ("" if default else f"/{name}")
     arguments = ([] if query == DEFAULT_QUERY else [f"QUERY={query}"]) + ([] if value_format == "json"
                                                                           else [f"FORMAT={value_format}"])
+    if bench_args.strip():
+        arguments.append(f'BENCH_ARGS="{" ".join(bench_args.split())}"')
     command = f"`{' '.join(['make bench', *arguments])}`"
     kept.mkdir(parents=True, exist_ok=True)
     for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png",
@@ -58,8 +60,8 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json") -
     scaling = [plot for plot in SCALING_PLOTS if (source / plot).exists()]
     section = "\n".join([
         start,
-        f"Measured on {machine()}, with {command} (the default profile"
-        + (", with `--scaling`" if scaling else "") + "). Raw results, plots and",
+        f"Measured on {machine()}, with {command}" + ("" if bench_args.strip() else " (the default profile)")
+        + ". Raw results, plots and",
         f"JSON are in `{images.removeprefix('../')}/`; this section is rewritten by `.ci/publish_bench.py`.",
         "",
         f"![throughput]({images}/throughput.png)",
@@ -92,4 +94,4 @@ def _startup_section(startup: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -37,8 +37,11 @@ Decoder = Callable[[Column], Column]  # a body's bytes to its decoded record
 class RegistryPlan(Protocol):
     """What the parse needs of a format's plan (formats/avro_input.py, formats/protobuf_input.py)."""
 
-    subject: str  # the input's subject
-    foreign: dict[int, str]  # the ids judged unreadable, each with its dead letters' reason
+    @property
+    def subject(self) -> str: ...  # the input's subject
+
+    @property
+    def foreign(self) -> dict[int, str]: ...  # the ids judged unreadable, each with its dead letters' reason
 
 
 def parse_wire_format(records: DataFrame, schema: EventSchema, plan: RegistryPlan, decoders: Mapping[int, Decoder],
