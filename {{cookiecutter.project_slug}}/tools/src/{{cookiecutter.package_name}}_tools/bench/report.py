@@ -166,7 +166,7 @@ def _values(profile: dict[str, Any]) -> str:
     """The values' format, where it is not JSON."""
     if profile.get("value_format", "json") == "json":
         return ""
-    return ", Avro values in and out under a schema registry (its wire format)"
+    return f", {profile['value_format'].capitalize()} values in and out under a schema registry (its wire format)"
 
 
 def markdown(results: dict[str, Any]) -> str:
