@@ -30,8 +30,6 @@ def machine() -> str:
 
 
 DEFAULT_QUERY = "count-by-key"
-# bench --scaling's plots (its report.py's SCALING_AXES), published when the run made them.
-SCALING_PLOTS = ("scaling-keys.png", "scaling-partitions.png", "scaling-record-bytes.png")
 
 
 def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", bench_args: str = "") -> None:
@@ -47,8 +45,9 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", b
         arguments.append(f'BENCH_ARGS="{" ".join(bench_args.split())}"')
     command = f"`{' '.join(['make bench', *arguments])}`"
     kept.mkdir(parents=True, exist_ok=True)
+    scaling = sorted(plot.name for plot in source.glob("scaling-*.png"))  # bench --scaling's, one per dimension
     for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png",
-                 *SCALING_PLOTS):
+                 *scaling):
         if (source / name).exists():
             shutil.copy(source / name, kept / name)
     startup = source / "startup"
@@ -57,7 +56,6 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", b
             shutil.copy(startup / name, kept / name)
     table = (kept / "bench-results.md").read_text().split("\n", 1)[1].strip()  # without its own title
     summary = json.loads((kept / "bench-results.json").read_text()).get("summary_line", "")
-    scaling = [plot for plot in SCALING_PLOTS if (source / plot).exists()]
     section = "\n".join([
         start,
         f"Measured on {machine()}, with {command}" + ("" if bench_args.strip() else " (the default profile)")
