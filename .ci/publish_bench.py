@@ -3,7 +3,9 @@ docs/performance.md from them, so that no figure there is typed by hand. `make b
 results, when the run directory has them (its startup/), are published beside. A run of another
 query shape than the default (`make bench QUERY=stateless`), or with Avro values (`make bench
 FORMAT=avro`), has a section and a results folder of its own (`.ci/bench-results/<shape>/`,
-`.ci/bench-results/<shape>-avro/`).
+`.ci/bench-results/<shape>-avro/`). A run with `--scaling` publishes its scaling plots and table
+alone, into the section "How cost grows" and `.ci/bench-results/scaling/`: its backlog rounds are
+the default run's to publish.
 
     python .ci/publish_bench.py bench/color-counts/bench-out [<query shape> [<format> [<BENCH_ARGS>]]]
 """
@@ -34,6 +36,9 @@ DEFAULT_QUERY = "count-by-key"
 
 def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", bench_args: str = "") -> None:
     source = Path(run_dir)
+    if "--scaling" in bench_args.split():
+        scaling_main(source, query, value_format, bench_args)
+        return
     default = query == DEFAULT_QUERY and value_format == "json"
     name = query if value_format == "json" else f"{query}-{value_format}"  # the run's section and folder
     kept = KEPT if default else KEPT / name
@@ -78,6 +83,41 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", b
         text = f"{text.rstrip()}\n\n## {title}\n\n{start}\n{end}\n"
     before, _, rest = text.partition(start)
     _, _, after = rest.partition(end)
+    page.write_text(before + section + after)
+
+
+SCALING_START, SCALING_END = "<!-- bench-scaling:start -->", "<!-- bench-scaling:end -->"
+
+
+def scaling_main(source: Path, query: str, value_format: str, bench_args: str) -> None:
+    """A `--scaling` run's plots and its scaling table, into the section between SCALING_START and
+    SCALING_END (made last if the page has none)."""
+    kept = KEPT / "scaling"
+    kept.mkdir(parents=True, exist_ok=True)
+    plots = sorted(plot.name for plot in source.glob("scaling-*.png"))
+    if not plots:
+        raise SystemExit(f"publish_bench: {source} holds no scaling-*.png: was the run made with --scaling?")
+    for name in ("bench-results.md", "bench-results.json", *plots):
+        shutil.copy(source / name, kept / name)
+    table = (kept / "bench-results.md").read_text()
+    scaling = table[table.index("## Scaling"):].split("\n## ", 1)[0].split("\n", 1)[1].strip()
+    arguments = ([] if query == DEFAULT_QUERY else [f"QUERY={query}"]) + ([] if value_format == "json"
+                                                                          else [f"FORMAT={value_format}"])
+    command = " ".join(["make bench", *arguments, f'BENCH_ARGS="{" ".join(bench_args.split())}"'])
+    section = "\n".join([
+        SCALING_START,
+        f"Measured on {machine()}, with `{command}`. Raw results and JSON are in",
+        "`.ci/bench-results/scaling/`; this section is rewritten by `.ci/publish_bench.py`.",
+        *(line for plot in plots
+          for line in ("", f"![{plot.removesuffix('.png')}](../.ci/bench-results/scaling/{plot})")),
+        "", scaling, SCALING_END,
+    ])
+    page = ROOT / "docs" / "performance.md"
+    text = page.read_text()
+    if SCALING_START not in text:
+        text = f"{text.rstrip()}\n\n## How cost grows\n\n{SCALING_START}\n{SCALING_END}\n"
+    before, _, rest = text.partition(SCALING_START)
+    _, _, after = rest.partition(SCALING_END)
     page.write_text(before + section + after)
 
 

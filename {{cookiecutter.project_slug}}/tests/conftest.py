@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}.spark.session import spark_session
 from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES
 from {{ cookiecutter.package_name }}_tools.kafka_io import create_topics
@@ -43,8 +44,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--chaos-profile", default="quick", choices=sorted(PROFILES),
                      help="the chaos profile tests/chaos runs (the chaos command's --profile)")
     parser.addoption("--crash-points", metavar="POINT,...",
-                     help="the crash test at each point of the commit protocol fires only these points "
-                          "(sink/faults.py's names), each in every place it runs; default: all")
+                     help="the crash tests at each point of the commit protocol (locally and on the cluster) "
+                          "fire only these points (sink/faults.py's names), each in every place it runs; default: all")
+
+
+@pytest.fixture
+def named_crash_points(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """The points a crash test at each point fires: every one of faults.POINTS, or those that
+    `--crash-points` names (a name that is none of them stops the run, listing them)."""
+    named = request.config.getoption("--crash-points")
+    if named is None:
+        return faults.POINTS
+    points = {point.strip() for point in named.split(",") if point.strip()}
+    unknown = points - set(faults.POINTS)
+    if not points or unknown:
+        raise pytest.UsageError(f"--crash-points {named!r}: {', '.join(sorted(unknown)) or 'no point'} is not one "
+                                f"of {', '.join(faults.POINTS)}")
+    return tuple(point for point in faults.POINTS if point in points)
 
 
 def pytest_configure(config: pytest.Config) -> None:

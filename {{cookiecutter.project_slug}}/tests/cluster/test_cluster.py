@@ -14,7 +14,6 @@ import time
 import pytest
 
 from {{ cookiecutter.package_name }}.pipeline import query
-from {{ cookiecutter.package_name }}.sink import faults
 from {{ cookiecutter.package_name }}_tools import chaos
 from {{ cookiecutter.package_name }}_tools.chaos.plan import PROFILES
 
@@ -32,20 +31,22 @@ def exact(job, *samples) -> None:
 
 
 @pytest.mark.timeout(3600)  # eight submissions to the cluster: a hang guard for a loaded machine, not a bound
-def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, spark_cluster, s3_server):
-    """The driver SIGKILLed at every step of the protocol, one after the other on one checkpoint
-    in S3 (harness.crash_at_each_point), each run submitted to the cluster by spark-submit.sh,
-    with phase 2 in the executors' publishing tasks (the points of steps 3 and 4 fire there).
+def test_exactly_once_on_the_cluster_through_a_crash_at_each_point(cluster_job, spark_cluster, s3_server,
+                                                                   named_crash_points):
+    """The driver SIGKILLed at every step of the protocol (or those `--crash-points` names), one
+    after the other on one checkpoint in S3 (harness.crash_at_each_point), each run submitted to
+    the cluster by spark-submit.sh, with phase 2 in the executors' publishing tasks (the points of
+    steps 3 and 4 fire there).
     Judged by the query's model; the run without faults that judges the same test locally and on
     three brokers is left out here, for the suite's time."""
-    verdict, crashes = crash_at_each_point(cluster_job, faults.POINTS, seed=23, reference_run=False,
+    verdict, crashes = crash_at_each_point(cluster_job, named_crash_points, seed=23, reference_run=False,
                                            publish_from="tasks")
     for crash in crashes:
         assert crash.visible == (crash.fault in PUBLISHED_BEFORE_THE_CRASH), crash
     assert verdict.exactly_once, verdict.problems
     assert (verdict.lost, verdict.duplicated, verdict.wrong_answers, verdict.missing_updates) == (0, 0, 0, 0)
     assert verdict.dead_letter_ok
-    runs = len(faults.POINTS) + 1
+    runs = len(named_crash_points) + 1
     assert spark_cluster.applications().count("{{ cookiecutter.project_slug }}") >= runs, "the runs were not on the cluster"
     # Submitted from its job file, the job kept its checkpoint where the file says, in the bucket,
     # and nothing on the driver's disk.

@@ -70,17 +70,9 @@ CRASHES = [*((point, "tasks") for point in faults.POINTS),
 
 
 @pytest.fixture
-def crash_points(request: pytest.FixtureRequest) -> list[tuple[str, str]]:
+def crash_points(named_crash_points: tuple[str, ...]) -> list[tuple[str, str]]:
     """CRASHES, or those of the points that `--crash-points` names."""
-    named = request.config.getoption("--crash-points")
-    if named is None:
-        return CRASHES
-    points = {point.strip() for point in named.split(",") if point.strip()}
-    unknown = points - set(faults.POINTS)
-    if not points or unknown:
-        raise pytest.UsageError(f"--crash-points {named!r}: {', '.join(sorted(unknown)) or 'no point'} is not one "
-                                f"of {', '.join(faults.POINTS)}")
-    return [crash for crash in CRASHES if crash[0] in points]
+    return [crash for crash in CRASHES if crash[0] in named_crash_points]
 
 
 def test_exactly_once_through_a_crash_at_each_point_of_the_commit_protocol(job, crash_points):

@@ -205,7 +205,8 @@ def test_a_scaling_point_is_the_median_of_its_rounds_and_its_table_lists_each_ro
     from {{ cookiecutter.package_name }}_tools.bench.report import scaling_table
 
     def measured(eps: float, cpu: float) -> dict:
-        return {**contender_result("eos"), "throughput": {"eps": eps, "driver_cpu_s_per_million_records": cpu},
+        return {**contender_result("eos"), "verified": True,
+                "throughput": {"eps": eps, "driver_cpu_s_per_million_records": cpu},
                 "profile": {"sink_stages": {"tasks": {"batches": 1, "phase1_ms_p50": eps, "phase2_ms_p50": 1.0}}}}
 
     failed = {**contender_result("eos"), "error": "RuntimeError: backlog timed out"}
@@ -215,13 +216,15 @@ def test_a_scaling_point_is_the_median_of_its_rounds_and_its_table_lists_each_ro
     assert row["driver_cpu_s_per_million_records"] == 0.4  # the middle round's figures, not a mix
     assert row["sink_stages"]["tasks"]["phase1_ms_p50"] == 40.0
     assert row["error"] == "RuntimeError: backlog timed out"
+    assert row["verified"] is False  # a round that never read its counts back is not exact
     even = scaling_row("keys per batch", 10, "eos", [measured(30.0, 0.3), measured(50.0, 0.5)])
     assert even["eps"] == 40.0 and even["driver_cpu_s_per_million_records"] == 0.3
+    assert even["verified"] is True
 
     spark = scaling_row("keys per batch", 1_000_000, "spark_kafka_job", [measured(50.0, 0.1)])
     table = "\n".join(scaling_table({"scaling": [row, spark]}))
     line = next(line for line in table.splitlines() if line.startswith("| keys per batch | 1,000,000 | eos |"))
-    assert "| 40.0 | 30 / – / 50 / 40 | 0.80 |" in line, line
+    assert "| 40.0 | 30 / – / 50 / 40 | 0.80 |" in line and line.endswith("| NO | RuntimeError: backlog timed out |"), line
 
 
 @pytest.mark.parametrize("size", [100, 1_000, 10_000])

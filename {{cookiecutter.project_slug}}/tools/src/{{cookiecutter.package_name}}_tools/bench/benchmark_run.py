@@ -116,7 +116,7 @@ def scaling_row(dimension: str, value: Any, contender: str, results: list[dict[s
     """A scaling point of one contender from its rounds: the median events/s of the rounds that
     measured one (each round's listed, None for a failed one); the driver CPU, the sink's stages
     and the memory of the middle round (the lower of the two middle ones of an even count); the
-    first error of any round."""
+    first error of any round; whether every round's output counts were exact, key by key."""
     measured = sorted((r for r in results if (r.get("throughput") or {}).get("eps")),
                       key=lambda r: r["throughput"]["eps"])
     middle = measured[(len(measured) - 1) // 2] if measured else {}
@@ -125,6 +125,7 @@ def scaling_row(dimension: str, value: Any, contender: str, results: list[dict[s
             "eps": statistics.median(r["throughput"]["eps"] for r in measured) if measured else None,
             "eps_rounds": [(r.get("throughput") or {}).get("eps") for r in results],
             "error": next((r["error"] for r in results if r.get("error")), None),
+            "verified": all(r.get("verified") for r in results),
             "driver_cpu_s_per_million_records": throughput.get("driver_cpu_s_per_million_records"),
             "sink_stages": (middle.get("profile") or {}).get("sink_stages"),
             "peak_memory_mb": middle.get("peak_memory_mb")}

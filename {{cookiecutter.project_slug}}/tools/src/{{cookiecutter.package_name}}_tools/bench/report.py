@@ -103,7 +103,7 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], r["value"], "spark_kafka"))), 2),
              _cell(ratio(r.get("eps"), eps.get((r["dimension"], smallest[r["dimension"]], r["contender"]))), 2),
              r.get("driver_cpu_s_per_million_records"), _stages(r.get("sink_stages")),
-             *_memory(r.get("peak_memory_mb")), r.get("error") or ""]
+             *_memory(r.get("peak_memory_mb")), r.get("verified"), r.get("error") or ""]
             for r in runs]
     return ["", "## Scaling (throughput draining the backlog)", "",
             "events/s: the median of the rounds (each round: every other one in reverse order). "
@@ -113,7 +113,7 @@ def scaling_table(results: dict[str, Any]) -> list[str]:
             *_table(["dimension", "value", "contender", "events/s", "each round", "× spark_kafka_job",
                      "× spark_kafka", "× smallest",
                      "driver CPU s per M output records", "sink ms p50: phase 1 / phase 2 (where)",
-                     "peak driver MB (python+JVM)", "python workers MB", "error"], rows)]
+                     "peak driver MB (python+JVM)", "python workers MB", "counts exact", "error"], rows)]
 
 
 def _rounds(eps: list[float | None] | None) -> str:
