@@ -224,7 +224,8 @@ def test_a_scaling_point_is_the_median_of_its_rounds_and_its_table_lists_each_ro
     spark = scaling_row("keys per batch", 1_000_000, "spark_kafka_job", [measured(50.0, 0.1)])
     table = "\n".join(scaling_table({"scaling": [row, spark]}))
     line = next(line for line in table.splitlines() if line.startswith("| keys per batch | 1,000,000 | eos |"))
-    assert "| 40.0 | 30 / – / 50 / 40 | 0.80 |" in line and line.endswith("| NO | RuntimeError: backlog timed out |"), line
+    assert "| 40.0 | 30 / – / 50 / 40 | 0.80 |" in line, line
+    assert line.endswith("| NO | RuntimeError: backlog timed out |"), line
 
 
 @pytest.mark.parametrize("size", [100, 1_000, 10_000])
