@@ -26,7 +26,7 @@ demo: venv
 ## under 15 minutes; results in bench/color-counts/bench-out/). BENCH_ARGS passes options on,
 ## e.g. make bench BENCH_ARGS="--events 100000" or BENCH_ARGS="--scaling"; QUERY another query
 ## shape (make bench QUERY=stateless), FORMAT=avro or FORMAT=protobuf values under a schema
-## registry, each published in a section of its own.
+## registry, each published in a section of its own (a --scaling run's plots too, in "How cost grows").
 QUERY ?= count-by-key
 FORMAT ?= json
 bench: venv
