@@ -44,15 +44,9 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", b
     kept = KEPT if default else KEPT / name
     start, end = (START, END) if default else (f"<!-- bench-{name}:start -->", f"<!-- bench-{name}:end -->")
     images = "../.ci/bench-results" + ("" if default else f"/{name}")
-    arguments = ([] if query == DEFAULT_QUERY else [f"QUERY={query}"]) + ([] if value_format == "json"
-                                                                          else [f"FORMAT={value_format}"])
-    if bench_args.strip():
-        arguments.append(f'BENCH_ARGS="{" ".join(bench_args.split())}"')
-    command = f"`{' '.join(['make bench', *arguments])}`"
+    command = f"`{make_bench(query, value_format, bench_args)}`"
     kept.mkdir(parents=True, exist_ok=True)
-    scaling = sorted(plot.name for plot in source.glob("scaling-*.png"))  # bench --scaling's, one per dimension
-    for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png",
-                 *scaling):
+    for name in ("bench-results.md", "bench-results.json", "throughput.png", "latency.png", "eos-phases.png"):
         if (source / name).exists():
             shutil.copy(source / name, kept / name)
     startup = source / "startup"
@@ -68,7 +62,6 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", b
         f"JSON are in `{images.removeprefix('../')}/`; this section is rewritten by `.ci/publish_bench.py`.",
         "",
         f"![throughput]({images}/throughput.png)",
-        *(line for plot in scaling for line in ("", f"![{plot.removesuffix('.png')}]({images}/{plot})")),
         "",
         table.replace("\n# ", "\n### ").replace("\n## ", "\n### "),
         "",
@@ -76,10 +69,26 @@ def main(run_dir: str, query: str = DEFAULT_QUERY, value_format: str = "json", b
         *_startup_section(startup),
         end,
     ])
+    # A shape's (or a format's) first run: its section goes last, under this title.
+    title = f"The {query} query" + ("" if value_format == "json" else f", {value_format.capitalize()} values")
+    rewrite_section(start, end, section, title)
+
+
+def make_bench(query: str, value_format: str, bench_args: str) -> str:
+    """The root Makefile's command that makes such a run."""
+    arguments = ([] if query == DEFAULT_QUERY else [f"QUERY={query}"]) + ([] if value_format == "json"
+                                                                          else [f"FORMAT={value_format}"])
+    if bench_args.strip():
+        arguments.append(f'BENCH_ARGS="{" ".join(bench_args.split())}"')
+    return " ".join(["make bench", *arguments])
+
+
+def rewrite_section(start: str, end: str, section: str, title: str) -> None:
+    """docs/performance.md with `section` between its `start` and `end` markers; a page without
+    them gets them last, under `## title`."""
     page = ROOT / "docs" / "performance.md"
     text = page.read_text()
-    if start not in text:  # a shape's (or a format's) first run: its section goes last
-        title = f"The {query} query" + ("" if value_format == "json" else f", {value_format.capitalize()} values")
+    if start not in text:
         text = f"{text.rstrip()}\n\n## {title}\n\n{start}\n{end}\n"
     before, _, rest = text.partition(start)
     _, _, after = rest.partition(end)
@@ -101,9 +110,7 @@ def scaling_main(source: Path, query: str, value_format: str, bench_args: str) -
         shutil.copy(source / name, kept / name)
     table = (kept / "bench-results.md").read_text()
     scaling = table[table.index("## Scaling"):].split("\n## ", 1)[0].split("\n", 1)[1].strip()
-    arguments = ([] if query == DEFAULT_QUERY else [f"QUERY={query}"]) + ([] if value_format == "json"
-                                                                          else [f"FORMAT={value_format}"])
-    command = " ".join(["make bench", *arguments, f'BENCH_ARGS="{" ".join(bench_args.split())}"'])
+    command = make_bench(query, value_format, bench_args)
     section = "\n".join([
         SCALING_START,
         f"Measured on {machine()}, with `{command}`. Raw results and JSON are in",
@@ -112,13 +119,7 @@ def scaling_main(source: Path, query: str, value_format: str, bench_args: str) -
           for line in ("", f"![{plot.removesuffix('.png')}](../.ci/bench-results/scaling/{plot})")),
         "", scaling, SCALING_END,
     ])
-    page = ROOT / "docs" / "performance.md"
-    text = page.read_text()
-    if SCALING_START not in text:
-        text = f"{text.rstrip()}\n\n## How cost grows\n\n{SCALING_START}\n{SCALING_END}\n"
-    before, _, rest = text.partition(SCALING_START)
-    _, _, after = rest.partition(SCALING_END)
-    page.write_text(before + section + after)
+    rewrite_section(SCALING_START, SCALING_END, section, "How cost grows")
 
 
 def _startup_section(startup: Path) -> list[str]:
